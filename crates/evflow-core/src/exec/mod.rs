@@ -1,0 +1,464 @@
+//! Executors: carry out the [`Task`]s the [`Coordinator`] decides on.
+//!
+//! [`Engine::execute`] runs one task (a source read, a module, transitions)
+//! and reports the result back to the coordinator, which appends the tasks
+//! that may start next. The threaded executor spreads those over a
+//! work-stealing pool; the sequential executor runs them one after the other
+//! on a single thread.
+
+pub(crate) mod sequential;
+pub(crate) mod threaded;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crate::event::EventData;
+use crate::graph::{Graph, ModuleIdx};
+use crate::module::{Completion, ModuleImpl};
+use crate::report::{FailedEvent, ModuleReport, PathReport, Report, StepReport, TraceSlice, transition_name};
+use crate::schedule::{Coordinator, EventState, Observer, Outcome, PathStatus, Phase, Task, Transition};
+use crate::source::{Source, SourceProducts};
+use crate::{ErrorPolicy, EventId, JobError, RunOptions, TriggerResults};
+
+/// Hands tasks that become ready outside the task loop (completed external
+/// work) back to the executor.
+pub(crate) trait Submit: Send + Sync {
+    fn submit(&self, task: Task);
+}
+
+#[derive(Default)]
+struct ModuleStats {
+    calls: AtomicU64,
+    run_ns: AtomicU64,
+    wait_ns: AtomicU64,
+    failures: AtomicU64,
+}
+
+/// Everything a running job shares between its threads.
+pub(crate) struct Engine {
+    graph: Arc<Graph>,
+    pub(crate) coordinator: Coordinator,
+    instances: Vec<Vec<ModuleImpl>>,
+    source: Mutex<Box<dyn Source>>,
+    source_products: Vec<usize>,
+    slot_data: Vec<Mutex<Option<Arc<EventData>>>>,
+    stats: Vec<ModuleStats>,
+    /// visited/passed per (path, step), flattened; then per path.
+    step_visited: Vec<AtomicU64>,
+    step_passed: Vec<AtomicU64>,
+    step_offset: Vec<usize>,
+    path_visited: Vec<AtomicU64>,
+    path_passed: Vec<AtomicU64>,
+    events_read: AtomicU64,
+    events_done: AtomicU64,
+    policy: ErrorPolicy,
+    failed_events: Mutex<Vec<FailedEvent>>,
+    job_error: Mutex<Option<JobError>>,
+    trace: Option<Mutex<Vec<TraceSlice>>>,
+    start: Instant,
+    progress: Option<crate::ProgressFn>,
+    finished: AtomicBool,
+}
+
+impl Engine {
+    pub(crate) fn new(
+        graph: Arc<Graph>,
+        instances: Vec<Vec<ModuleImpl>>,
+        source: Box<dyn Source>,
+        options: &RunOptions,
+    ) -> Self {
+        let k = options.events_in_flight.max(1);
+        let mut step_offset = Vec::new();
+        let mut n_steps = 0;
+        for p in &graph.paths {
+            step_offset.push(n_steps);
+            n_steps += p.steps.len();
+        }
+        let source_products = graph
+            .products
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.producer.is_none())
+            .map(|(i, _)| i)
+            .collect();
+        Self {
+            coordinator: Coordinator::new(graph.clone(), k),
+            stats: graph.modules.iter().map(|_| ModuleStats::default()).collect(),
+            step_visited: (0..n_steps).map(|_| AtomicU64::new(0)).collect(),
+            step_passed: (0..n_steps).map(|_| AtomicU64::new(0)).collect(),
+            step_offset,
+            path_visited: graph.paths.iter().map(|_| AtomicU64::new(0)).collect(),
+            path_passed: graph.paths.iter().map(|_| AtomicU64::new(0)).collect(),
+            slot_data: (0..k).map(|_| Mutex::new(None)).collect(),
+            graph,
+            instances,
+            source: Mutex::new(source),
+            source_products,
+            events_read: AtomicU64::new(0),
+            events_done: AtomicU64::new(0),
+            policy: options.on_error,
+            failed_events: Mutex::new(Vec::new()),
+            job_error: Mutex::new(None),
+            trace: options.trace.then(|| Mutex::new(Vec::new())),
+            start: Instant::now(),
+            progress: options.progress.clone(),
+            finished: AtomicBool::new(false),
+        }
+    }
+
+    /// Calls a job-level callback on every module instance.
+    pub(crate) fn job_transition(&self, begin: bool) -> Result<(), JobError> {
+        for (m, instances) in self.instances.iter().enumerate() {
+            for inst in instances {
+                let t = inst.transitions();
+                let result = catch_unwind(AssertUnwindSafe(|| if begin { t.begin_job() } else { t.end_job() }));
+                if let Some(message) = failure_message(result) {
+                    return Err(JobError::Transition {
+                        module: self.graph.modules[m].label.clone(),
+                        transition: if begin { "beginJob" } else { "endJob" }.into(),
+                        message,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs one task; appends the tasks that may start next. Returns true
+    /// when the job is finished.
+    pub(crate) fn execute(self: &Arc<Self>, task: Task, out: &mut Vec<Task>, submit: &Arc<dyn Submit>, thread: usize) -> bool {
+        match task {
+            Task::Read { slot } => self.read(slot, out, thread),
+            Task::Module { slot, module, instance, phase } => {
+                self.run_module(slot, module, instance, phase, out, submit, thread)
+            }
+            Task::Transitions(list) => self.transitions(&list, out, thread),
+            Task::Finished => {
+                self.finished.store(true, Ordering::SeqCst);
+                return true;
+            }
+        }
+        false
+    }
+
+    fn read(&self, slot: usize, out: &mut Vec<Task>, thread: usize) {
+        let t0 = Instant::now();
+        let mut products = SourceProducts::default();
+        let result = {
+            let mut source = self.source.lock().unwrap_or_else(|p| p.into_inner());
+            catch_unwind(AssertUnwindSafe(|| source.next_event(&mut products)))
+                .unwrap_or_else(|panic| Err(crate::ModuleError::msg(panic_message(&panic))))
+                .map_err(|e| format!("{}: {e}", source.describe()))
+        };
+        let id = match result {
+            Ok(Some(id)) => match self.store_event(slot, id, products) {
+                Ok(()) => Some(id),
+                Err(message) => {
+                    self.fail_job(JobError::Source { message }, out);
+                    None
+                }
+            },
+            Ok(None) => None,
+            Err(message) => {
+                self.fail_job(JobError::Source { message }, out);
+                None
+            }
+        };
+        if let Some(id) = id {
+            self.record_slice("source", "source", thread, Some(id), t0);
+        }
+        self.coordinator.read_done(slot, id, out, self);
+    }
+
+    fn store_event(&self, slot: usize, id: EventId, products: SourceProducts) -> Result<(), String> {
+        let index = self.events_read.fetch_add(1, Ordering::Relaxed);
+        let data = EventData::new(id, index, self.graph.products.len());
+        for (instance, value) in products.items {
+            let Some(&p) = self.source_products.iter().find(|&&p| self.graph.products[p].tag.instance == instance)
+            else {
+                return Err(format!("the source put undeclared product instance '{instance}' in {id}"));
+            };
+            if data.products[p].set(value).is_err() {
+                return Err(format!("the source put product '{instance}' twice in {id}"));
+            }
+        }
+        *self.slot_data[slot].lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(data));
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_module(
+        self: &Arc<Self>,
+        slot: usize,
+        module: ModuleIdx,
+        instance: u32,
+        phase: Phase,
+        out: &mut Vec<Task>,
+        submit: &Arc<dyn Submit>,
+        thread: usize,
+    ) {
+        let data = self.slot_data[slot].lock().unwrap_or_else(|p| p.into_inner()).clone().expect("event data of a running slot");
+        if self.coordinator.is_aborting() {
+            // Cancelled: the job is stopping.
+            self.coordinator.module_done(slot, module, instance, Outcome::Failed, out, &**self);
+            return;
+        }
+        let event = crate::Event { data: &data, graph: &self.graph, module };
+        let settled = Arc::new(AtomicBool::new(false));
+        let t0 = Instant::now();
+        let result = catch_unwind(AssertUnwindSafe(|| match (&self.instances[module][instance as usize], phase) {
+            (ModuleImpl::Producer(p), Phase::Acquire) => {
+                let completion = self.completion(slot, module, instance, data.id, settled.clone(), submit.clone());
+                p.acquire(&event, completion).map(|()| Outcome::Pass)
+            }
+            (ModuleImpl::Producer(p), _) => p.produce(&event).map(|()| Outcome::Pass),
+            (ModuleImpl::Filter(f), _) => f.filter(&event).map(|pass| if pass { Outcome::Pass } else { Outcome::Reject }),
+            (ModuleImpl::Analyzer(a), _) => a.analyze(&event).map(|()| Outcome::Pass),
+            (ModuleImpl::Output(o), _) => {
+                let results = data.trigger_results.get().expect("trigger results are set before end paths run");
+                o.write(&event, results).map(|()| Outcome::Pass)
+            }
+        }));
+        let stats = &self.stats[module];
+        let elapsed = t0.elapsed();
+        if phase != Phase::Produce {
+            stats.calls.fetch_add(1, Ordering::Relaxed);
+        }
+        stats.run_ns.fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
+        if self.trace.is_some() {
+            self.record_slice(&self.graph.modules[module].label, "module", thread, Some(data.id), t0);
+        }
+        let outcome = match result {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(e)) => self.module_failed(module, data.id, e.to_string(), out),
+            Err(panic) => self.module_failed(module, data.id, format!("panic: {}", panic_message(&panic)), out),
+        };
+        if phase == Phase::Acquire {
+            // Whoever settles first reports: a failed acquire here, or the
+            // completion later.
+            if outcome == Outcome::Failed && !settled.swap(true, Ordering::SeqCst) {
+                self.coordinator.module_done(slot, module, instance, Outcome::Failed, out, &**self);
+            }
+            return;
+        }
+        self.coordinator.module_done(slot, module, instance, outcome, out, &**self);
+    }
+
+    fn completion(
+        self: &Arc<Self>,
+        slot: usize,
+        module: ModuleIdx,
+        instance: u32,
+        id: EventId,
+        settled: Arc<AtomicBool>,
+        submit: Arc<dyn Submit>,
+    ) -> Completion {
+        let engine = self.clone();
+        let wait_start = Instant::now();
+        Completion::new(move |result| {
+            if settled.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            engine.stats[module].wait_ns.fetch_add(wait_start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            if engine.trace.is_some() {
+                engine.record_slice(&engine.graph.modules[module].label, "wait", usize::MAX, Some(id), wait_start);
+            }
+            let mut out = Vec::new();
+            match result {
+                Ok(()) => engine.coordinator.acquire_done(slot, module, instance, &mut out),
+                Err(e) => {
+                    engine.module_failed(module, id, e.to_string(), &mut out);
+                    engine.coordinator.module_done(slot, module, instance, Outcome::Failed, &mut out, &*engine);
+                }
+            }
+            for task in out {
+                submit.submit(task);
+            }
+        })
+    }
+
+    fn module_failed(&self, module: ModuleIdx, id: EventId, message: String, out: &mut Vec<Task>) -> Outcome {
+        self.stats[module].failures.fetch_add(1, Ordering::Relaxed);
+        let label = self.graph.modules[module].label.clone();
+        match self.policy {
+            ErrorPolicy::SkipEvent => {
+                let mut failed = self.failed_events.lock().unwrap_or_else(|p| p.into_inner());
+                failed.push(FailedEvent { run: id.run, lumi: id.lumi, event: id.event, module: label, message });
+            }
+            ErrorPolicy::Fail => self.fail_job(JobError::Module { module: label, event: id, message }, out),
+        }
+        Outcome::Failed
+    }
+
+    fn fail_job(&self, error: JobError, out: &mut Vec<Task>) {
+        {
+            let mut slot = self.job_error.lock().unwrap_or_else(|p| p.into_inner());
+            if slot.is_none() {
+                *slot = Some(error);
+            }
+        }
+        self.coordinator.abort(out, self);
+    }
+
+    fn transitions(&self, list: &[Transition], out: &mut Vec<Task>, thread: usize) {
+        'all: for t in list {
+            let t0 = Instant::now();
+            for (m, instances) in self.instances.iter().enumerate() {
+                for inst in instances {
+                    let hooks = inst.transitions();
+                    let result = catch_unwind(AssertUnwindSafe(|| match *t {
+                        Transition::BeginRun(r) => hooks.begin_run(r),
+                        Transition::EndRun(r) => hooks.end_run(r),
+                        Transition::BeginLumi(r, l) => hooks.begin_lumi(r, l),
+                        Transition::EndLumi(r, l) => hooks.end_lumi(r, l),
+                    }));
+                    if let Some(message) = failure_message(result) {
+                        let module = self.graph.modules[m].label.clone();
+                        self.fail_job(JobError::Transition { module, transition: transition_name(t), message }, out);
+                        break 'all;
+                    }
+                }
+            }
+            self.record_slice(&transition_name(t), "transition", thread, None, t0);
+        }
+        self.coordinator.transitions_done(out, self);
+    }
+
+    fn record_slice(&self, name: &str, category: &'static str, thread: usize, event: Option<EventId>, t0: Instant) {
+        if let Some(trace) = &self.trace {
+            let start_us = t0.duration_since(self.start).as_secs_f64() * 1e6;
+            let duration_us = t0.elapsed().as_secs_f64() * 1e6;
+            trace.lock().unwrap_or_else(|p| p.into_inner()).push(TraceSlice {
+                name: name.to_string(),
+                category,
+                thread,
+                event,
+                start_us,
+                duration_us,
+            });
+        }
+    }
+
+    pub(crate) fn take_job_error(&self) -> Option<JobError> {
+        self.job_error.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    pub(crate) fn report(&self, executor: &str, threads: usize, events_in_flight: usize) -> Report {
+        let wall_s = self.start.elapsed().as_secs_f64();
+        let events = self.events_done.load(Ordering::Relaxed);
+        let modules = self
+            .graph
+            .modules
+            .iter()
+            .zip(&self.stats)
+            .map(|(node, s)| ModuleReport {
+                label: node.label.clone(),
+                kind: node.kind.to_string(),
+                concurrency: node.concurrency.to_string(),
+                calls: s.calls.load(Ordering::Relaxed),
+                run_s: s.run_ns.load(Ordering::Relaxed) as f64 * 1e-9,
+                wait_s: s.wait_ns.load(Ordering::Relaxed) as f64 * 1e-9,
+                failures: s.failures.load(Ordering::Relaxed),
+            })
+            .collect::<Vec<_>>();
+        let paths = self
+            .graph
+            .paths
+            .iter()
+            .enumerate()
+            .map(|(p, path)| PathReport {
+                name: path.name.clone(),
+                visited: self.path_visited[p].load(Ordering::Relaxed),
+                passed: self.path_passed[p].load(Ordering::Relaxed),
+                filters: path
+                    .steps
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &m)| StepReport {
+                        label: self.graph.modules[m].label.clone(),
+                        visited: self.step_visited[self.step_offset[p] + i].load(Ordering::Relaxed),
+                        passed: self.step_passed[self.step_offset[p] + i].load(Ordering::Relaxed),
+                    })
+                    .collect(),
+            })
+            .collect();
+        let mut failed_events = self.failed_events.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        failed_events.sort_by_key(|f| (f.run, f.lumi, f.event));
+        Report {
+            process: self.graph.process_name.clone(),
+            executor: executor.into(),
+            events,
+            wall_s,
+            cpu_s: 0.0,
+            throughput_ev_s: if wall_s > 0.0 { events as f64 / wall_s } else { 0.0 },
+            threads,
+            events_in_flight,
+            peak_events_in_flight: self.coordinator.peak_events_in_flight(),
+            peak_rss_bytes: 0,
+            module_executions: modules.iter().map(|m| m.calls).sum(),
+            modules,
+            paths,
+            failed_events,
+            trace: self.trace.as_ref().map(|t| std::mem::take(&mut *t.lock().unwrap_or_else(|p| p.into_inner()))).unwrap_or_default(),
+        }
+    }
+}
+
+impl Observer for Engine {
+    fn end_path_started(&self, slot: usize, state: &EventState) {
+        if let Some(data) = &*self.slot_data[slot].lock().unwrap_or_else(|p| p.into_inner()) {
+            let accepted = state.path_status().iter().map(|s| *s == PathStatus::Accepted).collect();
+            let _ = data.trigger_results.set(TriggerResults::new(self.graph.clone(), accepted));
+        }
+    }
+
+    fn event_finished(&self, slot: usize, state: &EventState) {
+        let data = self.slot_data[slot].lock().unwrap_or_else(|p| p.into_inner()).take();
+        if state.failed() {
+            return;
+        }
+        for (p, status) in state.path_status().iter().enumerate() {
+            self.path_visited[p].fetch_add(1, Ordering::Relaxed);
+            let reached = state.path_cursor(p);
+            let base = self.step_offset[p];
+            for i in 0..reached {
+                self.step_visited[base + i].fetch_add(1, Ordering::Relaxed);
+                self.step_passed[base + i].fetch_add(1, Ordering::Relaxed);
+            }
+            match status {
+                PathStatus::Accepted => {
+                    self.path_passed[p].fetch_add(1, Ordering::Relaxed);
+                }
+                PathStatus::Rejected => {
+                    self.step_visited[base + reached].fetch_add(1, Ordering::Relaxed);
+                }
+                PathStatus::Running => {}
+            }
+        }
+        let done = self.events_done.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some(progress) = &self.progress {
+            progress(done);
+        }
+        drop(data);
+    }
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-string payload".into()
+    }
+}
+
+fn failure_message(result: std::thread::Result<crate::ModuleResult>) -> Option<String> {
+    match result {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(e.to_string()),
+        Err(panic) => Some(format!("panic: {}", panic_message(&panic))),
+    }
+}

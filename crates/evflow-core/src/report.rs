@@ -1,0 +1,146 @@
+//! What a job reports: throughput, per-module time, per-path cut-flow and
+//! failed events. Serializes to the JSON of `evflow run --report`.
+
+use serde::Serialize;
+
+use crate::EventId;
+use crate::schedule::Transition;
+
+/// The summary of one job.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Report {
+    pub process: String,
+    pub executor: String,
+    pub events: u64,
+    pub wall_s: f64,
+    /// Process CPU time; filled by front ends that can measure it.
+    pub cpu_s: f64,
+    pub throughput_ev_s: f64,
+    pub threads: usize,
+    pub events_in_flight: usize,
+    pub peak_events_in_flight: usize,
+    /// Peak resident memory; filled by front ends that can measure it.
+    pub peak_rss_bytes: u64,
+    pub modules: Vec<ModuleReport>,
+    pub paths: Vec<PathReport>,
+    pub failed_events: Vec<FailedEvent>,
+    /// Module executions per second of wall time.
+    pub module_executions: u64,
+    #[serde(skip)]
+    pub trace: Vec<TraceSlice>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ModuleReport {
+    pub label: String,
+    pub kind: String,
+    pub concurrency: String,
+    pub calls: u64,
+    /// Time spent running the module's code.
+    pub run_s: f64,
+    /// Time spent waiting for external (asynchronous) work.
+    pub wait_s: f64,
+    pub failures: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PathReport {
+    pub name: String,
+    pub visited: u64,
+    pub passed: u64,
+    /// Every step of the path in order, with the events that reached it and
+    /// the events it let through (the cut-flow).
+    pub filters: Vec<StepReport>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct StepReport {
+    pub label: String,
+    pub visited: u64,
+    pub passed: u64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct FailedEvent {
+    pub run: u32,
+    pub lumi: u32,
+    pub event: u64,
+    pub module: String,
+    pub message: String,
+}
+
+/// One interval of a trace.
+#[derive(Clone, Debug, Serialize)]
+pub struct TraceSlice {
+    /// Module label, "source" or a transition name.
+    pub name: String,
+    /// "module", "wait" (external work), "source" or "transition".
+    pub category: &'static str,
+    pub thread: usize,
+    pub event: Option<EventId>,
+    pub start_us: f64,
+    pub duration_us: f64,
+}
+
+impl Report {
+    /// Finds a module's line by label.
+    pub fn module(&self, label: &str) -> Option<&ModuleReport> {
+        self.modules.iter().find(|m| m.label == label)
+    }
+
+    /// Chrome trace-event JSON (loadable in Perfetto and chrome://tracing).
+    pub fn chrome_trace(&self) -> ChromeTrace {
+        let trace_events = self
+            .trace
+            .iter()
+            .map(|s| ChromeEvent {
+                name: s.name.clone(),
+                cat: s.category,
+                ph: "X",
+                ts: s.start_us,
+                dur: s.duration_us,
+                pid: 1,
+                tid: s.thread,
+                args: s.event.map(|e| ChromeArgs { run: e.run, lumi: e.lumi, event: e.event }),
+            })
+            .collect();
+        ChromeTrace { trace_events, display_time_unit: "ms" }
+    }
+}
+
+#[derive(Serialize)]
+pub struct ChromeTrace {
+    #[serde(rename = "traceEvents")]
+    pub trace_events: Vec<ChromeEvent>,
+    #[serde(rename = "displayTimeUnit")]
+    pub display_time_unit: &'static str,
+}
+
+#[derive(Serialize)]
+pub struct ChromeEvent {
+    pub name: String,
+    pub cat: &'static str,
+    pub ph: &'static str,
+    pub ts: f64,
+    pub dur: f64,
+    pub pid: u32,
+    pub tid: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub args: Option<ChromeArgs>,
+}
+
+#[derive(Serialize)]
+pub struct ChromeArgs {
+    pub run: u32,
+    pub lumi: u32,
+    pub event: u64,
+}
+
+pub(crate) fn transition_name(t: &Transition) -> String {
+    match t {
+        Transition::BeginRun(r) => format!("beginRun {r}"),
+        Transition::EndRun(r) => format!("endRun {r}"),
+        Transition::BeginLumi(r, l) => format!("beginLumi {r}:{l}"),
+        Transition::EndLumi(r, l) => format!("endLumi {r}:{l}"),
+    }
+}

@@ -1,0 +1,245 @@
+//! The scheduling decision logic, shared by every executor.
+//!
+//! [`Coordinator`] combines three pure state machines — per-event module
+//! decisions ([`EventState`]), admission of restricted modules
+//! ([`Arbiter`]) and the source with its transitions ([`SourceControl`]) —
+//! and turns each completed piece of work into the [`Task`]s that may start
+//! next. It never runs anything and never waits: the threaded executor, the
+//! sequential executor and the simulated clock only *execute* tasks and
+//! report back. Each part sits behind its own short-held lock (uncontended on
+//! one thread); no lock is ever held while a module runs.
+
+mod arbiter;
+mod event_state;
+mod source_control;
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+pub use arbiter::{Arbiter, Grant};
+pub use event_state::{EventState, Outcome, PathStatus};
+pub use source_control::{SourceControl, SourceStep, Transition};
+
+use crate::EventId;
+use crate::graph::{Graph, ModuleIdx};
+
+/// Which step of a module execution a task is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// The whole work of an ordinary module.
+    Run,
+    /// The asynchronous first step of an external-work producer.
+    Acquire,
+    /// The step after the external work completed.
+    Produce,
+}
+
+/// A unit of work the executor must carry out, then report back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Task {
+    /// Read the next event into `slot`; report with [`Coordinator::read_done`].
+    Read { slot: usize },
+    /// Run `module` (instance `instance`) on the event in `slot`; report with
+    /// [`Coordinator::module_done`] (or [`Coordinator::acquire_done`] after
+    /// the asynchronous step).
+    Module { slot: usize, module: ModuleIdx, instance: u32, phase: Phase },
+    /// Run these transitions; report with [`Coordinator::transitions_done`].
+    Transitions(Vec<Transition>),
+    /// Every event and transition is done.
+    Finished,
+}
+
+/// Told about event milestones, under the event's lock.
+pub trait Observer {
+    /// Every path of the event in `slot` is decided; end-path modules may run.
+    fn end_path_started(&self, slot: usize, state: &EventState);
+    /// Nothing of the event in `slot` runs any more.
+    fn event_finished(&self, slot: usize, state: &EventState);
+}
+
+/// An observer that ignores everything.
+pub struct NoObserver;
+impl Observer for NoObserver {
+    fn end_path_started(&self, _: usize, _: &EventState) {}
+    fn event_finished(&self, _: usize, _: &EventState) {}
+}
+
+/// The one decision logic of evflow. See the module documentation.
+pub struct Coordinator {
+    graph: std::sync::Arc<Graph>,
+    slots: Vec<Mutex<EventState>>,
+    arbiter: Mutex<Arbiter<(usize, Phase)>>,
+    source: Mutex<SourceControl>,
+    aborting: AtomicBool,
+}
+
+impl Coordinator {
+    pub fn new(graph: std::sync::Arc<Graph>, events_in_flight: usize) -> Self {
+        Self {
+            slots: (0..events_in_flight).map(|_| Mutex::new(EventState::new(&graph))).collect(),
+            arbiter: Mutex::new(Arbiter::new(&graph)),
+            source: Mutex::new(SourceControl::new(events_in_flight)),
+            aborting: AtomicBool::new(false),
+            graph,
+        }
+    }
+
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// The first tasks of the job.
+    pub fn begin(&self, out: &mut Vec<Task>) {
+        let mut steps = Vec::new();
+        lock(&self.source).poll(&mut steps);
+        self.source_steps(steps, out, &NoObserver);
+    }
+
+    /// The read into `slot` ended; `None` at the end of input.
+    pub fn read_done(&self, slot: usize, event: Option<EventId>, out: &mut Vec<Task>, obs: &impl Observer) {
+        let mut steps = Vec::new();
+        {
+            let mut source = lock(&self.source);
+            if self.is_aborting() {
+                source.stop(&mut steps);
+            }
+            source.read_done(slot, event, &mut steps);
+        }
+        self.source_steps(steps, out, obs);
+    }
+
+    /// The transitions handed out last are done.
+    pub fn transitions_done(&self, out: &mut Vec<Task>, obs: &impl Observer) {
+        let mut steps = Vec::new();
+        lock(&self.source).transitions_done(&mut steps);
+        self.source_steps(steps, out, obs);
+    }
+
+    /// A module task ended with `outcome` (for an external-work module, the
+    /// `Produce` phase; a failed `Acquire` also reports here).
+    pub fn module_done(
+        &self,
+        slot: usize,
+        module: ModuleIdx,
+        instance: u32,
+        outcome: Outcome,
+        out: &mut Vec<Task>,
+        obs: &impl Observer,
+    ) {
+        self.release(module, instance, out);
+        let mut ready = Vec::new();
+        let finished = {
+            let mut state = lock(&self.slots[slot]);
+            if self.is_aborting() {
+                state.cancel();
+            }
+            let end_before = state.end_path_started();
+            state.module_done(&self.graph, module, outcome, &mut ready);
+            if !end_before && state.end_path_started() {
+                obs.end_path_started(slot, &state);
+            }
+            let finished = state.is_finished();
+            if finished {
+                obs.event_finished(slot, &state);
+            }
+            finished
+        };
+        self.dispatch(slot, &ready, out);
+        if finished {
+            let mut steps = Vec::new();
+            lock(&self.source).event_done(slot, &mut steps);
+            self.source_steps(steps, out, obs);
+        }
+    }
+
+    /// The `Acquire` step of an external-work module succeeded and its
+    /// external work completed: queue the `Produce` step.
+    pub fn acquire_done(&self, slot: usize, module: ModuleIdx, instance: u32, out: &mut Vec<Task>) {
+        self.release(module, instance, out);
+        self.admit(slot, module, Phase::Produce, out);
+    }
+
+    /// Stops the job: no new event is read, and events in flight stop
+    /// dispatching modules.
+    pub fn abort(&self, out: &mut Vec<Task>, obs: &impl Observer) {
+        if self.aborting.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let mut steps = Vec::new();
+        lock(&self.source).stop(&mut steps);
+        self.source_steps(steps, out, obs);
+    }
+
+    pub fn is_aborting(&self) -> bool {
+        self.aborting.load(Ordering::Relaxed)
+    }
+
+    pub fn peak_events_in_flight(&self) -> usize {
+        lock(&self.source).peak_processing()
+    }
+
+    fn release(&self, module: ModuleIdx, instance: u32, out: &mut Vec<Task>) {
+        if !self.graph.modules[module].restricted() {
+            return;
+        }
+        let mut grants = Vec::new();
+        lock(&self.arbiter).release(&self.graph, module, instance, &mut grants);
+        for g in grants {
+            let (slot, phase) = g.item;
+            out.push(Task::Module { slot, module: g.module, instance: g.instance, phase });
+        }
+    }
+
+    fn dispatch(&self, slot: usize, ready: &[ModuleIdx], out: &mut Vec<Task>) {
+        for &m in ready {
+            let phase = if self.graph.modules[m].external_work { Phase::Acquire } else { Phase::Run };
+            self.admit(slot, m, phase, out);
+        }
+    }
+
+    fn admit(&self, slot: usize, module: ModuleIdx, phase: Phase, out: &mut Vec<Task>) {
+        if !self.graph.modules[module].restricted() {
+            out.push(Task::Module { slot, module, instance: 0, phase });
+        } else if let Some(instance) = lock(&self.arbiter).request(&self.graph, module, (slot, phase)) {
+            out.push(Task::Module { slot, module, instance, phase });
+        }
+    }
+
+    fn source_steps(&self, steps: Vec<SourceStep>, out: &mut Vec<Task>, obs: &impl Observer) {
+        for step in steps {
+            match step {
+                SourceStep::Read(slot) => out.push(Task::Read { slot }),
+                SourceStep::Transitions(t) => out.push(Task::Transitions(t)),
+                SourceStep::Finished => out.push(Task::Finished),
+                SourceStep::Start(slot) => {
+                    let mut ready = Vec::new();
+                    let finished = {
+                        let mut state = lock(&self.slots[slot]);
+                        state.start(&self.graph, &mut ready);
+                        if state.end_path_started() {
+                            obs.end_path_started(slot, &state);
+                        }
+                        let finished = state.is_finished();
+                        if finished {
+                            obs.event_finished(slot, &state);
+                        }
+                        finished
+                    };
+                    self.dispatch(slot, &ready, out);
+                    if finished {
+                        // An event with nothing to run (no paths, nothing selected).
+                        let mut more = Vec::new();
+                        lock(&self.source).event_done(slot, &mut more);
+                        self.source_steps(more, out, obs);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Locks a mutex; a poisoned lock is recovered, because module panics are
+/// caught before they could poison scheduling state.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
