@@ -50,7 +50,18 @@ pub struct ProductNode {
 #[derive(Clone, Debug)]
 pub struct PathNode {
     pub name: String,
+    /// The steps in written order.
     pub steps: Vec<ModuleIdx>,
+    pub reorderable: bool,
+    /// `(earlier, later)` positions in `steps` that every order must keep.
+    pub precedence: Vec<(usize, usize)>,
+}
+
+impl PathNode {
+    /// Position of `module` in the written order.
+    pub fn position(&self, module: ModuleIdx) -> Option<usize> {
+        self.steps.iter().position(|&m| m == module)
+    }
 }
 
 /// A module of an end path and the paths whose acceptance selects events

@@ -83,6 +83,10 @@ pub use rayon as parallel;
 /// Called with the number of events finished so far.
 pub type ProgressFn = Arc<dyn Fn(u64) + Send + Sync>;
 
+/// Builds the [`schedule::Planner`] that orders reorderable paths, once the
+/// graph is compiled.
+pub type PlannerFactory = Arc<dyn Fn(&Graph) -> Arc<dyn schedule::Planner> + Send + Sync>;
+
 /// Which executor carries out the scheduling decisions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum ExecutorKind {
@@ -114,6 +118,8 @@ pub struct RunOptions {
     /// Record a trace of every module execution into [`Report::trace`].
     pub trace: bool,
     pub progress: Option<ProgressFn>,
+    /// Orders reorderable paths; `None`: every path in its written order.
+    pub planner: Option<PlannerFactory>,
 }
 
 impl Default for RunOptions {
@@ -125,6 +131,7 @@ impl Default for RunOptions {
             on_error: ErrorPolicy::Fail,
             trace: false,
             progress: None,
+            planner: None,
         }
     }
 }

@@ -160,10 +160,34 @@ impl ModuleDesc {
 }
 
 /// A named, ordered list of module labels.
-#[derive(Clone, Debug)]
+///
+/// A *reorderable* path declares that its filters commute: the engine may
+/// evaluate them in any order that respects `after` constraints (and the
+/// constraints implied by data: a step consuming, directly or through
+/// producers, a product of another step of the path runs after it). The
+/// events a path accepts never depend on the order; only the work does.
+#[derive(Clone, Debug, Default)]
 pub struct PathDesc {
     pub name: String,
     pub modules: Vec<String>,
+    pub reorderable: bool,
+    /// `(module, must_run_after)` pairs of labels on this path.
+    pub after: Vec<(String, String)>,
+}
+
+impl PathDesc {
+    pub fn new<S: Into<String>>(name: impl Into<String>, modules: impl IntoIterator<Item = S>) -> Self {
+        Self { name: name.into(), modules: modules.into_iter().map(Into::into).collect(), ..Self::default() }
+    }
+    pub fn reorderable(mut self, yes: bool) -> Self {
+        self.reorderable = yes;
+        self
+    }
+    /// Declares that `module` must run after `before` on this path.
+    pub fn after(mut self, module: impl Into<String>, before: impl Into<String>) -> Self {
+        self.after.push((module.into(), before.into()));
+        self
+    }
 }
 
 /// A whole job: the source, the modules, the paths and the end paths.
@@ -220,11 +244,16 @@ impl Process {
         self
     }
     pub fn path<S: Into<String>>(&mut self, name: impl Into<String>, modules: impl IntoIterator<Item = S>) -> &mut Self {
-        self.paths.push(PathDesc { name: name.into(), modules: modules.into_iter().map(Into::into).collect() });
+        self.paths.push(PathDesc::new(name, modules));
+        self
+    }
+    /// Adds a path described in full (reorderable, with constraints).
+    pub fn add_path(&mut self, path: PathDesc) -> &mut Self {
+        self.paths.push(path);
         self
     }
     pub fn end_path<S: Into<String>>(&mut self, name: impl Into<String>, modules: impl IntoIterator<Item = S>) -> &mut Self {
-        self.end_paths.push(PathDesc { name: name.into(), modules: modules.into_iter().map(Into::into).collect() });
+        self.end_paths.push(PathDesc::new(name, modules));
         self
     }
     pub fn modules(&self) -> &[ModuleDesc] {
@@ -407,7 +436,8 @@ fn compile(process: &Process) -> Result<Graph, ConfigError> {
                 nodes[m].paths.push(paths.len());
             }
         }
-        paths.push(PathNode { name: p.name.clone(), steps });
+        let precedence = path_precedence(p, &steps, &nodes, &index)?;
+        paths.push(PathNode { name: p.name.clone(), steps, reorderable: p.reorderable, precedence });
     }
     let mut end_steps: Vec<EndStep> = Vec::new();
     let mut end_names: Vec<&str> = Vec::new();
@@ -458,6 +488,82 @@ fn compile(process: &Process) -> Result<Graph, ConfigError> {
         }
     }
     Ok(Graph::new(process.name.clone(), nodes, products, paths, end_steps, resources))
+}
+
+/// The order constraints among the steps of a path, as (earlier, later)
+/// step positions: explicit `after` declarations plus data dependencies.
+fn path_precedence(
+    path: &PathDesc,
+    steps: &[usize],
+    nodes: &[ModuleNode],
+    index: &HashMap<&str, usize>,
+) -> Result<Vec<(usize, usize)>, ConfigError> {
+    let position = |label: &str| -> Result<usize, ConfigError> {
+        index.get(label).and_then(|m| steps.iter().position(|s| s == m)).ok_or_else(|| ConfigError::InvalidModule {
+            module: label.to_string(),
+            reason: format!("is named in an 'after' constraint of path '{}' but is not on that path", path.name),
+        })
+    };
+    let mut edges = Vec::new();
+    for (later, earlier) in &path.after {
+        let (a, b) = (position(earlier)?, position(later)?);
+        if a == b {
+            return Err(ConfigError::Cycle(vec![later.clone(), later.clone()]));
+        }
+        edges.push((a, b));
+    }
+    // Data: step b needs step a if a's module is among b's transitive prerequisites.
+    for (b, &mb) in steps.iter().enumerate() {
+        let mut seen = vec![false; nodes.len()];
+        let mut stack = nodes[mb].prereqs.clone();
+        while let Some(m) = stack.pop() {
+            if std::mem::replace(&mut seen[m], true) {
+                continue;
+            }
+            if let Some(a) = steps.iter().position(|&s| s == m) {
+                edges.push((a, b));
+            }
+            stack.extend(nodes[m].prereqs.iter().copied());
+        }
+    }
+    edges.sort_unstable();
+    edges.dedup();
+    if !path.reorderable {
+        // The written order must already respect every constraint.
+        if let Some(&(a, b)) = edges.iter().find(|(a, b)| a > b) {
+            return Err(ConfigError::InvalidModule {
+                module: nodes[steps[b]].label.clone(),
+                reason: format!(
+                    "must run after '{}' on path '{}', but is written before it",
+                    nodes[steps[a]].label, path.name
+                ),
+            });
+        }
+    }
+    // A cycle among the constraints makes every order invalid.
+    let n = steps.len();
+    let mut indegree = vec![0usize; n];
+    for &(_, b) in &edges {
+        indegree[b] += 1;
+    }
+    let mut ready: Vec<usize> = (0..n).filter(|&i| indegree[i] == 0).collect();
+    let mut placed = 0;
+    while let Some(i) = ready.pop() {
+        placed += 1;
+        for &(a, b) in &edges {
+            if a == i {
+                indegree[b] -= 1;
+                if indegree[b] == 0 {
+                    ready.push(b);
+                }
+            }
+        }
+    }
+    if placed < n {
+        let cyclic: Vec<String> = (0..n).filter(|&i| indegree[i] > 0).map(|i| nodes[steps[i]].label.clone()).collect();
+        return Err(ConfigError::Cycle(cyclic));
+    }
+    Ok(edges)
 }
 
 fn check_concurrency(m: &ModuleDesc) -> Result<(), ConfigError> {

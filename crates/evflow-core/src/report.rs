@@ -24,7 +24,9 @@ pub struct Report {
     pub modules: Vec<ModuleReport>,
     pub paths: Vec<PathReport>,
     pub failed_events: Vec<FailedEvent>,
-    /// Module executions per second of wall time.
+    /// Changes of the order of reorderable paths, with their reasons.
+    pub orderings: Vec<crate::schedule::OrderChange>,
+    /// Number of module executions.
     pub module_executions: u64,
     #[serde(skip)]
     pub trace: Vec<TraceSlice>,

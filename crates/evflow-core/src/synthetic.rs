@@ -19,7 +19,8 @@ use crate::{Analyzer, Event, Filter, ModuleDesc, ModuleResult, Output, Producer,
 pub enum Work {
     /// Calibrated arithmetic on the CPU.
     Busy,
-    /// `std::thread::sleep`: lets a small machine emulate many cores.
+    /// Sleeping, without using the CPU: lets a small machine emulate many
+    /// cores. See [`sleep_work`].
     Sleep,
 }
 
@@ -58,13 +59,39 @@ impl Timing {
         }
         match self.work {
             Work::Busy => busy_work(seconds),
-            Work::Sleep => std::thread::sleep(Duration::from_secs_f64(seconds)),
+            Work::Sleep => sleep_work(seconds),
         }
     }
     fn cost_model(&self) -> crate::CostModel {
         let timing = self.clone();
         Arc::new(move |index| timing.seconds(index))
     }
+}
+
+/// Shortest sleep worth asking the OS for: below it, a sleep costs far more
+/// than requested (timer slack and wake-up latency are tens of µs).
+const SLEEP_QUANTUM_S: f64 = 100e-6;
+
+thread_local! {
+    /// Sleep time owed (positive) or overslept (negative) by this thread.
+    static SLEEP_DEBT: std::cell::Cell<f64> = const { std::cell::Cell::new(0.0) };
+}
+
+/// Sleeps `seconds` without using the CPU. Requests shorter than the OS
+/// can honour are accumulated per thread and slept once they add up, and
+/// oversleeping is paid back, so the total time slept by a thread matches the
+/// total requested instead of every tiny module costing a whole timer tick.
+pub fn sleep_work(seconds: f64) {
+    SLEEP_DEBT.with(|debt| {
+        let owed = debt.get() + seconds;
+        if owed < SLEEP_QUANTUM_S {
+            debt.set(owed);
+            return;
+        }
+        let t0 = Instant::now();
+        std::thread::sleep(Duration::from_secs_f64(owed));
+        debt.set(owed - t0.elapsed().as_secs_f64());
+    });
 }
 
 /// Iterations of the busy loop per second on this machine, measured once.

@@ -18,7 +18,7 @@ use crate::event::EventData;
 use crate::graph::{Graph, ModuleIdx};
 use crate::module::{Completion, ModuleImpl};
 use crate::report::{FailedEvent, ModuleReport, PathReport, Report, StepReport, TraceSlice, transition_name};
-use crate::schedule::{Coordinator, EventState, Observer, Outcome, PathStatus, Phase, Task, Transition};
+use crate::schedule::{Coordinator, EventState, Observer, Outcome, PathOutcome, PathStatus, Phase, Task, Transition};
 use crate::source::{Source, SourceProducts};
 use crate::{ErrorPolicy, EventId, JobError, RunOptions, TriggerResults};
 
@@ -84,7 +84,7 @@ impl Engine {
             .map(|(i, _)| i)
             .collect();
         Self {
-            coordinator: Coordinator::new(graph.clone(), k),
+            coordinator: Coordinator::new(graph.clone(), k, options.planner.as_ref().map(|make| make(&graph))),
             stats: graph.modules.iter().map(|_| ModuleStats::default()).collect(),
             step_visited: (0..n_steps).map(|_| AtomicU64::new(0)).collect(),
             step_passed: (0..n_steps).map(|_| AtomicU64::new(0)).collect(),
@@ -206,11 +206,13 @@ impl Engine {
             return;
         }
         let event = crate::Event { data: &data, graph: &self.graph, module };
-        let settled = Arc::new(AtomicBool::new(false));
+        // Only external work needs to know who reports first.
+        let settled = (phase == Phase::Acquire).then(|| Arc::new(AtomicBool::new(false)));
         let t0 = Instant::now();
         let result = catch_unwind(AssertUnwindSafe(|| match (&self.instances[module][instance as usize], phase) {
             (ModuleImpl::Producer(p), Phase::Acquire) => {
-                let completion = self.completion(slot, module, instance, data.id, settled.clone(), submit.clone());
+                let settled = settled.clone().expect("acquire has a settle flag");
+                let completion = self.completion(slot, module, instance, data.id, settled, submit.clone());
                 p.acquire(&event, completion).map(|()| Outcome::Pass)
             }
             (ModuleImpl::Producer(p), _) => p.produce(&event).map(|()| Outcome::Pass),
@@ -227,6 +229,10 @@ impl Engine {
             stats.calls.fetch_add(1, Ordering::Relaxed);
         }
         stats.run_ns.fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
+        let planner = self.coordinator.planner();
+        if planner.wants_cost(module) {
+            planner.observe_cost(module, elapsed.as_secs_f64());
+        }
         if self.trace.is_some() {
             self.record_slice(&self.graph.modules[module].label, "module", thread, Some(data.id), t0);
         }
@@ -238,6 +244,7 @@ impl Engine {
         if phase == Phase::Acquire {
             // Whoever settles first reports: a failed acquire here, or the
             // completion later.
+            let settled = settled.expect("acquire has a settle flag");
             if outcome == Outcome::Failed && !settled.swap(true, Ordering::SeqCst) {
                 self.coordinator.module_done(slot, module, instance, Outcome::Failed, out, &**self);
             }
@@ -263,7 +270,8 @@ impl Engine {
             }
             engine.stats[module].wait_ns.fetch_add(wait_start.elapsed().as_nanos() as u64, Ordering::Relaxed);
             if engine.trace.is_some() {
-                engine.record_slice(&engine.graph.modules[module].label, "wait", usize::MAX, Some(id), wait_start);
+                // Waits get one track per event slot, apart from the worker threads.
+                engine.record_slice(&engine.graph.modules[module].label, "wait", 1000 + slot, Some(id), wait_start);
             }
             let mut out = Vec::new();
             match result {
@@ -401,6 +409,7 @@ impl Engine {
             modules,
             paths,
             failed_events,
+            orderings: self.coordinator.planner().history(),
             trace: self.trace.as_ref().map(|t| std::mem::take(&mut *t.lock().unwrap_or_else(|p| p.into_inner()))).unwrap_or_default(),
         }
     }
@@ -419,22 +428,19 @@ impl Observer for Engine {
         if state.failed() {
             return;
         }
-        for (p, status) in state.path_status().iter().enumerate() {
+        let mut outcome = PathOutcome::default();
+        for (p, path) in self.graph.paths.iter().enumerate() {
             self.path_visited[p].fetch_add(1, Ordering::Relaxed);
-            let reached = state.path_cursor(p);
-            let base = self.step_offset[p];
-            for i in 0..reached {
-                self.step_visited[base + i].fetch_add(1, Ordering::Relaxed);
-                self.step_passed[base + i].fetch_add(1, Ordering::Relaxed);
+            state.path_outcome(p, &mut outcome);
+            if outcome.accepted {
+                self.path_passed[p].fetch_add(1, Ordering::Relaxed);
             }
-            match status {
-                PathStatus::Accepted => {
-                    self.path_passed[p].fetch_add(1, Ordering::Relaxed);
+            for &(m, passed) in &outcome.steps {
+                let i = self.step_offset[p] + path.position(m).expect("a path step");
+                self.step_visited[i].fetch_add(1, Ordering::Relaxed);
+                if passed {
+                    self.step_passed[i].fetch_add(1, Ordering::Relaxed);
                 }
-                PathStatus::Rejected => {
-                    self.step_visited[base + reached].fetch_add(1, Ordering::Relaxed);
-                }
-                PathStatus::Running => {}
             }
         }
         let done = self.events_done.fetch_add(1, Ordering::Relaxed) + 1;

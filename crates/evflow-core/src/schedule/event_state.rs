@@ -6,6 +6,9 @@
 //! Producers nobody requests never run; a module requested by several paths
 //! or consumers runs once.
 
+use std::sync::Arc;
+
+use super::plan::{PathOutcome, PathPlan};
 use crate::graph::{Graph, ModuleIdx, PathIdx};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,13 +48,20 @@ pub struct EventState {
     status: Vec<Status>,
     pending: Vec<u32>,
     passed: Vec<bool>,
+    /// Per path: index of the current group of its plan.
     cursor: Vec<u32>,
+    plans: Vec<Arc<PathPlan>>,
+    /// Per path: a step rejected while evaluating all steps (sampling).
+    rejected_seen: Vec<bool>,
     path_status: Vec<PathStatus>,
     undecided_paths: usize,
     end_started: bool,
     end_pending: usize,
     dispatched: usize,
     failed: bool,
+    index: u64,
+    /// Reused buffer for the coordinator (saves an allocation per module).
+    pub(crate) scratch: Vec<ModuleIdx>,
 }
 
 impl EventState {
@@ -62,20 +72,36 @@ impl EventState {
             pending: vec![0; n],
             passed: vec![false; n],
             cursor: vec![0; graph.paths.len()],
+            plans: graph.paths.iter().map(|p| Arc::new(PathPlan::sequence(p.steps.iter().copied()))).collect(),
+            rejected_seen: vec![false; graph.paths.len()],
             path_status: vec![PathStatus::Running; graph.paths.len()],
             undecided_paths: graph.paths.len(),
             end_started: false,
             end_pending: 0,
             dispatched: 0,
             failed: false,
+            index: 0,
+            scratch: Vec::new(),
         }
     }
 
     /// Resets the state for a new event and pushes the first modules to run.
-    pub fn start(&mut self, graph: &Graph, ready: &mut Vec<ModuleIdx>) {
+    /// `plan(p)` gives the plan of path `p` for this event.
+    pub fn start(
+        &mut self,
+        graph: &Graph,
+        index: u64,
+        mut plan: impl FnMut(PathIdx) -> Arc<PathPlan>,
+        ready: &mut Vec<ModuleIdx>,
+    ) {
+        self.index = index;
         self.status.fill(Status::Idle);
         self.passed.fill(false);
         self.cursor.fill(0);
+        self.rejected_seen.fill(false);
+        for (p, slot) in self.plans.iter_mut().enumerate() {
+            *slot = plan(p);
+        }
         self.path_status.fill(PathStatus::Running);
         self.undecided_paths = graph.paths.len();
         self.end_started = false;
@@ -115,7 +141,9 @@ impl EventState {
             }
         }
         for &p in &graph.modules[module].paths {
-            if self.path_status[p] == PathStatus::Running && graph.paths[p].steps[self.cursor[p] as usize] == module {
+            if self.path_status[p] == PathStatus::Running
+                && self.plans[p].groups.get(self.cursor[p] as usize).is_some_and(|g| g.contains(&module))
+            {
                 self.advance(graph, p, ready);
             }
         }
@@ -134,6 +162,11 @@ impl EventState {
         self.dispatched == 0 && (self.failed || (self.end_started && self.end_pending == 0))
     }
 
+    /// Job index of the event (its position in the order started).
+    pub fn index(&self) -> u64 {
+        self.index
+    }
+
     pub fn failed(&self) -> bool {
         self.failed
     }
@@ -147,32 +180,52 @@ impl EventState {
         &self.path_status
     }
 
-    /// How far path `p` got: the number of steps that passed.
-    pub fn path_cursor(&self, p: PathIdx) -> usize {
-        self.cursor[p] as usize
+    /// What the event did on path `p`: the steps that ran for it, in
+    /// execution order, with their decisions.
+    pub fn path_outcome(&self, p: PathIdx, out: &mut PathOutcome) {
+        out.steps.clear();
+        let plan = &self.plans[p];
+        let reached = (self.cursor[p] as usize + 1).min(plan.groups.len());
+        for group in &plan.groups[..reached] {
+            for &m in group {
+                if self.status[m] == Status::Done {
+                    out.steps.push((m, self.passed[m]));
+                }
+            }
+        }
+        out.accepted = self.path_status[p] == PathStatus::Accepted;
+        out.sampled = plan.evaluate_all;
     }
 
     fn advance(&mut self, graph: &Graph, p: PathIdx, ready: &mut Vec<ModuleIdx>) {
-        let steps = &graph.paths[p].steps;
+        let plan = self.plans[p].clone();
         loop {
-            let i = self.cursor[p] as usize;
-            if i == steps.len() {
-                self.decide(graph, p, PathStatus::Accepted, ready);
+            let g = self.cursor[p] as usize;
+            let Some(group) = plan.groups.get(g) else {
+                let decision = if self.rejected_seen[p] { PathStatus::Rejected } else { PathStatus::Accepted };
+                self.decide(graph, p, decision, ready);
+                return;
+            };
+            let mut complete = true;
+            for &m in group {
+                match self.status[m] {
+                    Status::Done if self.passed[m] => {}
+                    Status::Done if plan.evaluate_all => self.rejected_seen[p] = true,
+                    Status::Done => {
+                        self.decide(graph, p, PathStatus::Rejected, ready);
+                        return;
+                    }
+                    Status::Idle => {
+                        self.request(graph, m, ready);
+                        complete = false;
+                    }
+                    Status::Waiting | Status::Dispatched => complete = false,
+                }
+            }
+            if !complete {
                 return;
             }
-            let m = steps[i];
-            match self.status[m] {
-                Status::Done if self.passed[m] => self.cursor[p] += 1,
-                Status::Done => {
-                    self.decide(graph, p, PathStatus::Rejected, ready);
-                    return;
-                }
-                Status::Idle => {
-                    self.request(graph, m, ready);
-                    return;
-                }
-                Status::Waiting | Status::Dispatched => return,
-            }
+            self.cursor[p] += 1;
         }
     }
 

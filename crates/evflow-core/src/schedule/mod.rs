@@ -11,13 +11,15 @@
 
 mod arbiter;
 mod event_state;
+mod plan;
 mod source_control;
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 pub use arbiter::{Arbiter, Grant};
 pub use event_state::{EventState, Outcome, PathStatus};
+pub use plan::{FixedPlanner, OrderChange, PathOutcome, PathPlan, Planner};
 pub use source_control::{SourceControl, SourceStep, Transition};
 
 use crate::EventId;
@@ -66,7 +68,9 @@ impl Observer for NoObserver {
 
 /// The one decision logic of evflow. See the module documentation.
 pub struct Coordinator {
-    graph: std::sync::Arc<Graph>,
+    graph: Arc<Graph>,
+    planner: Arc<dyn Planner>,
+    started: AtomicU64,
     slots: Vec<Mutex<EventState>>,
     arbiter: Mutex<Arbiter<(usize, Phase)>>,
     source: Mutex<SourceControl>,
@@ -74,8 +78,10 @@ pub struct Coordinator {
 }
 
 impl Coordinator {
-    pub fn new(graph: std::sync::Arc<Graph>, events_in_flight: usize) -> Self {
+    pub fn new(graph: Arc<Graph>, events_in_flight: usize, planner: Option<Arc<dyn Planner>>) -> Self {
         Self {
+            planner: planner.unwrap_or_else(|| Arc::new(FixedPlanner::new(&graph))),
+            started: AtomicU64::new(0),
             slots: (0..events_in_flight).map(|_| Mutex::new(EventState::new(&graph))).collect(),
             arbiter: Mutex::new(Arbiter::new(&graph)),
             source: Mutex::new(SourceControl::new(events_in_flight)),
@@ -86,6 +92,10 @@ impl Coordinator {
 
     pub fn graph(&self) -> &Graph {
         &self.graph
+    }
+
+    pub fn planner(&self) -> &Arc<dyn Planner> {
+        &self.planner
     }
 
     /// The first tasks of the job.
@@ -127,24 +137,30 @@ impl Coordinator {
         obs: &impl Observer,
     ) {
         self.release(module, instance, out);
-        let mut ready = Vec::new();
         let finished = {
-            let mut state = lock(&self.slots[slot]);
+            let mut guard = lock(&self.slots[slot]);
+            let state = &mut *guard;
             if self.is_aborting() {
                 state.cancel();
             }
             let end_before = state.end_path_started();
+            let mut ready = std::mem::take(&mut state.scratch);
             state.module_done(&self.graph, module, outcome, &mut ready);
+            // Admission takes the arbiter lock inside the event lock; the
+            // reverse order never happens.
+            self.dispatch(slot, &ready, out);
+            ready.clear();
+            state.scratch = ready;
             if !end_before && state.end_path_started() {
-                obs.end_path_started(slot, &state);
+                obs.end_path_started(slot, state);
             }
             let finished = state.is_finished();
             if finished {
-                obs.event_finished(slot, &state);
+                self.observe_paths(state);
+                obs.event_finished(slot, state);
             }
             finished
         };
-        self.dispatch(slot, &ready, out);
         if finished {
             let mut steps = Vec::new();
             lock(&self.source).event_done(slot, &mut steps);
@@ -176,6 +192,19 @@ impl Coordinator {
 
     pub fn peak_events_in_flight(&self) -> usize {
         lock(&self.source).peak_processing()
+    }
+
+    fn observe_paths(&self, state: &EventState) {
+        if state.failed() {
+            return;
+        }
+        let mut outcome = PathOutcome::default();
+        for p in 0..self.graph.paths.len() {
+            if self.graph.paths[p].reorderable {
+                state.path_outcome(p, &mut outcome);
+                self.planner.observe(p, state.index(), &outcome);
+            }
+        }
     }
 
     fn release(&self, module: ModuleIdx, instance: u32, out: &mut Vec<Task>) {
@@ -215,12 +244,14 @@ impl Coordinator {
                     let mut ready = Vec::new();
                     let finished = {
                         let mut state = lock(&self.slots[slot]);
-                        state.start(&self.graph, &mut ready);
+                        let index = self.started.fetch_add(1, Ordering::Relaxed);
+                        state.start(&self.graph, index, |p| self.planner.plan(p, index), &mut ready);
                         if state.end_path_started() {
                             obs.end_path_started(slot, &state);
                         }
                         let finished = state.is_finished();
                         if finished {
+                            self.observe_paths(&state);
                             obs.event_finished(slot, &state);
                         }
                         finished

@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""The six core-engine benchmarks of evflow, side by side in one run.
+
+    python3 bench/core.py            # all six, prints a table of figures vs targets
+    python3 bench/core.py --only 1,3 # a subset
+    python3 bench/core.py --quick    # fewer events (a smoke test, noisier)
+
+Uses the CMS reconstruction workloads in ../shared/data/cms-reco/. Builds the
+release `evflow` binary first. Every ratio compares runs made in this one
+invocation, interleaved, on this machine; the median of the repetitions is
+reported (the machine is shared and noisy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT.parent / "shared" / "data" / "cms-reco"
+HIPILEUP = DATA / "reco_hipileup_5_2_0_busywait_perfectIO.config"
+MINBIAS = DATA / "reco_minbias_busywait.config"
+EVFLOW = ROOT / "target" / "release" / "evflow"
+OUT = Path(tempfile.mkdtemp(prefix="evflow-bench-"))
+
+
+def build() -> None:
+    subprocess.run(
+        ["cargo", "build", "--release", "-q", "-p", "evflow-cli"], cwd=ROOT, check=True
+    )
+
+
+def run_args(config: Path, *args: str) -> list[str]:
+    return [str(EVFLOW), "run", str(config), "--quiet", *args]
+
+
+def start(config: Path, tag: str, *args: str) -> tuple[subprocess.Popen, Path]:
+    report = OUT / f"{tag}.json"
+    proc = subprocess.Popen(run_args(config, "--report", str(report), *args))
+    return proc, report
+
+
+def finish(proc: subprocess.Popen, report: Path) -> dict:
+    if proc.wait() != 0:
+        raise SystemExit(f"evflow failed: {' '.join(map(str, proc.args))}")
+    return json.loads(report.read_text())
+
+
+def evflow(config: Path, tag: str, *args: str) -> dict:
+    return finish(*start(config, tag, *args))
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def bench_overhead(reps: int, quick: bool) -> list[tuple]:
+    n = "1000" if quick else "4000"
+    rates, ns = [], []
+    for i in range(reps):
+        r = evflow(HIPILEUP, f"overhead{i}", "--time-scale", "0", "--threads", "1",
+                   "--events-in-flight", "1", "--events", n)
+        rates.append(r["throughput_ev_s"])
+        ns.append(r["wall_s"] * 1e9 / r["module_executions"])
+    return [
+        ("1 overhead: events/s (hipileup, time-scale 0, 1 thread)", median(rates), ">= 4000"),
+        ("1 overhead: ns per module execution", median(ns), "<= 500"),
+    ]
+
+
+def bench_single_thread(reps: int, quick: bool) -> list[tuple]:
+    n = "60" if quick else "200"
+    common = ["--time-scale", "0.001", "--work", "busy", "--events", n]
+    ratios = []
+    for i in range(reps):
+        seq = evflow(HIPILEUP, f"st-seq{i}", *common, "--executor", "sequential")
+        thr = evflow(HIPILEUP, f"st-thr{i}", *common, "--threads", "1", "--events-in-flight", "1")
+        ratios.append(thr["throughput_ev_s"] / seq["throughput_ev_s"])
+    return [("2 single-thread: threaded(1,1) / sequential (hipileup busy 0.001)", median(ratios), ">= 0.98")]
+
+
+def bench_parallel(reps: int, quick: bool) -> list[tuple]:
+    rows = []
+    for name, config, n, target in (("hipileup", HIPILEUP, "120", 0.95), ("minbias", MINBIAS, "600", 0.93)):
+        if quick:
+            n = str(int(n) // 3)
+        common = ["--time-scale", "0.001", "--work", "busy", "--events", n]
+        ratios = []
+        for i in range(reps):
+            a = start(config, f"par-{name}-a{i}", *common, "--executor", "sequential")
+            b = start(config, f"par-{name}-b{i}", *common, "--executor", "sequential")
+            capacity = finish(*a)["throughput_ev_s"] + finish(*b)["throughput_ev_s"]
+            thr = evflow(config, f"par-{name}-t{i}", *common, "--threads", "2", "--events-in-flight", "4")
+            ratios.append(thr["throughput_ev_s"] / capacity)
+        rows.append((f"3 parallel efficiency {name}: 2 threads, 4 in flight / two sequential processes",
+                     median(ratios), f">= {target}"))
+    return rows
+
+
+def bench_within_event(reps: int, quick: bool) -> list[tuple]:
+    n = "3" if quick else "6"
+    common = ["--time-scale", "0.1", "--work", "sleep", "--events", n, "--events-in-flight", "1"]
+    ratios = []
+    for i in range(reps):
+        seq = evflow(HIPILEUP, f"we-seq{i}", *common, "--executor", "sequential")
+        thr = evflow(HIPILEUP, f"we-thr{i}", *common, "--threads", "64")
+        ratios.append(thr["throughput_ev_s"] / seq["throughput_ev_s"])
+    return [("4 within one event: 64 threads, 1 in flight / sequential (hipileup sleep 0.1)",
+             median(ratios), ">= 1.25 (bound 1.30)")]
+
+
+def bench_many_in_flight(reps: int, quick: bool) -> list[tuple]:
+    rows = []
+    base = None
+    for k in (1, 10, 100, 1000):
+        n = str(max(40, 3 * k) if quick else max(100, 6 * k))
+        per_k, rss = [], []
+        for i in range(reps if k < 1000 else 1):
+            r = evflow(HIPILEUP, f"k{k}-{i}", "--time-scale", "0.001", "--work", "sleep", "--events", n,
+                       "--threads", str(k), "--events-in-flight", str(k))
+            per_k.append(r["throughput_ev_s"] / k)
+            rss.append(r["peak_rss_bytes"])
+        value = median(per_k)
+        base = base or value
+        rows.append((f"5 many in flight: K=threads={k}: events/s per event in flight, relative to K=1",
+                     value / base, ">= 0.90"))
+        if k == 1000:
+            rows.append(("5 many in flight: peak RSS at K=1000 (MB)", max(rss) / 1e6, "<= 200"))
+    return rows
+
+
+def bench_thread_unsafe(reps: int, quick: bool) -> list[tuple]:
+    doc = json.loads(HIPILEUP.read_text())
+    for m in doc["process"]["producers"] + doc["process"]["filters"]:
+        m["threadType"] = "ThreadUnsafe"
+    config = OUT / "hipileup_all_thread_unsafe.config"
+    config.write_text(json.dumps(doc))
+    n = "60" if quick else "150"
+    common = ["--time-scale", "0.001", "--work", "busy", "--events", n]
+    ratios = []
+    for i in range(reps):
+        seq = evflow(config, f"tu-seq{i}", *common, "--executor", "sequential")
+        thr = evflow(config, f"tu-thr{i}", *common, "--threads", "2", "--events-in-flight", "4")
+        ratios.append(thr["throughput_ev_s"] / seq["throughput_ev_s"])
+    return [("6 thread-unsafe: all exclusive on one resource, 2 threads / sequential", median(ratios), ">= 0.95")]
+
+
+BENCHES = {
+    1: bench_overhead,
+    2: bench_single_thread,
+    3: bench_parallel,
+    4: bench_within_event,
+    5: bench_many_in_flight,
+    6: bench_thread_unsafe,
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default="1,2,3,4,5,6", help="comma-separated benchmark numbers")
+    parser.add_argument("--reps", type=int, default=3, help="repetitions per measurement (median reported)")
+    parser.add_argument("--quick", action="store_true", help="fewer events: a fast smoke run")
+    args = parser.parse_args()
+    if not DATA.is_dir():
+        print(f"skipped: {DATA} not found (the shared CMS workloads are needed)")
+        return 0
+    build()
+    print(f"machine: {os.cpu_count()} cores; reports in {OUT}", flush=True)
+    rows = []
+    for number in (int(x) for x in args.only.split(",")):
+        for row in BENCHES[number](args.reps, args.quick):
+            print(f"{row[0]:<92} {row[1]:>12.3f}   target {row[2]}", flush=True)
+            rows.append(row)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

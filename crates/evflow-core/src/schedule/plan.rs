@@ -1,0 +1,86 @@
+//! Path plans: in which order (and grouping) the steps of a path run for
+//! one event. Non-reorderable paths always use their written order; a
+//! [`Planner`] may choose another order for reorderable paths, per event,
+//! from what it observed on earlier events.
+
+use std::sync::Arc;
+
+use crate::graph::{Graph, ModuleIdx, PathIdx};
+
+/// The order of one path for one event: groups of steps, run one group
+/// after the other; the steps of a group are requested together and may run
+/// concurrently on the event. The path is rejected by the first failing
+/// step, unless `evaluate_all` is set (a *sampled* event that measures every
+/// filter): then every step runs and the path is accepted when all pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PathPlan {
+    pub groups: Vec<Vec<ModuleIdx>>,
+    pub evaluate_all: bool,
+}
+
+impl PathPlan {
+    /// One step after the other, in the given order.
+    pub fn sequence(order: impl IntoIterator<Item = ModuleIdx>) -> Self {
+        Self { groups: order.into_iter().map(|m| vec![m]).collect(), evaluate_all: false }
+    }
+    /// The modules in execution order.
+    pub fn order(&self) -> impl Iterator<Item = ModuleIdx> + '_ {
+        self.groups.iter().flatten().copied()
+    }
+}
+
+/// What one event did on one path, in execution order: every step that
+/// ran for the path, with its decision.
+#[derive(Clone, Debug, Default)]
+pub struct PathOutcome {
+    pub steps: Vec<(ModuleIdx, bool)>,
+    pub accepted: bool,
+    pub sampled: bool,
+}
+
+/// Chooses path plans. Shared by every executor and by the simulator, so
+/// implementations are thread-safe and cheap to call per event.
+pub trait Planner: Send + Sync {
+    /// The plan of path `path` for the event with job index `event_index`.
+    fn plan(&self, path: PathIdx, event_index: u64) -> Arc<PathPlan>;
+    /// Called once per finished (not failed) event and path.
+    fn observe(&self, _path: PathIdx, _event_index: u64, _outcome: &PathOutcome) {}
+    /// Running time of one execution of `module` (a step of a reorderable
+    /// path), excluding external-work waits.
+    fn observe_cost(&self, _module: ModuleIdx, _seconds: f64) {}
+    /// Whether [`observe_cost`](Planner::observe_cost) is wanted for `module`.
+    fn wants_cost(&self, _module: ModuleIdx) -> bool {
+        false
+    }
+    /// A human-readable log of order changes, for reports.
+    fn history(&self) -> Vec<OrderChange> {
+        Vec::new()
+    }
+}
+
+/// One change of a path's order, for reports.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct OrderChange {
+    pub path: String,
+    /// Number of events observed on the path when the order changed.
+    pub at_event: u64,
+    pub order: Vec<String>,
+    pub reason: String,
+}
+
+/// Every path in its written order, always (`--filter-order fixed`).
+pub struct FixedPlanner {
+    plans: Vec<Arc<PathPlan>>,
+}
+
+impl FixedPlanner {
+    pub fn new(graph: &Graph) -> Self {
+        Self { plans: graph.paths.iter().map(|p| Arc::new(PathPlan::sequence(p.steps.iter().copied()))).collect() }
+    }
+}
+
+impl Planner for FixedPlanner {
+    fn plan(&self, path: PathIdx, _: u64) -> Arc<PathPlan> {
+        self.plans[path].clone()
+    }
+}
