@@ -128,7 +128,7 @@ impl<'a> Event<'a> {
         let node = &self.graph.modules[self.module];
         let found = node.consumes.iter().position(|&p| {
             let t = &self.graph.products[p].tag;
-            t.label == label && t.instance == instance
+            same_name(&t.label, label) && same_name(&t.instance, instance)
         });
         match found {
             Some(i) => self.get_nth(i),
@@ -168,7 +168,7 @@ impl<'a> Event<'a> {
     /// Puts a product under one of the module's declared instance names.
     pub fn put<T: Any + Send + Sync>(&self, instance: &str, value: T) -> Result<(), crate::ModuleError> {
         let node = &self.graph.modules[self.module];
-        let Some(&p) = node.produces.iter().find(|&&p| self.graph.products[p].tag.instance == instance) else {
+        let Some(&p) = node.produces.iter().find(|&&p| same_name(&self.graph.products[p].tag.instance, instance)) else {
             return Err(crate::ModuleError::msg(format!(
                 "module '{}' put product instance '{instance}', which it did not declare in its produces",
                 node.label
@@ -198,4 +198,12 @@ impl<'a> Event<'a> {
             ))
         })
     }
+}
+
+/// String equality that settles the common cases (different lengths, empty
+/// instance names) without a call to `memcmp`: it is on the hot path of
+/// every `get` and `put`.
+#[inline]
+fn same_name(a: &str, b: &str) -> bool {
+    a.len() == b.len() && (a.is_empty() || a.as_bytes() == b.as_bytes())
 }

@@ -73,8 +73,8 @@ pub use module::{
     Analyzer, Completion, Concurrency, Filter, ModuleError, ModuleImpl, ModuleKind, ModuleResult, Output, Producer,
     Transitions,
 };
-pub use process::{ConfigError, CostModel, InputTag, ModuleDesc, PathDesc, Process};
-pub use report::{ChromeTrace, FailedEvent, ModuleReport, PathReport, Report, StepReport, TraceSlice};
+pub use process::{ConfigError, CostModel, DecisionModel, InputTag, ModuleDesc, PathDesc, Process};
+pub use report::{ChromeTrace, FailedEvent, ModuleReport, PathReport, Report, Stall, StepReport, TraceSlice};
 pub use source::{EmptySource, Source, SourceProducts};
 
 /// rayon, re-exported for intra-module parallelism on the engine's pool.

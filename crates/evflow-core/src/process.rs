@@ -63,6 +63,10 @@ impl fmt::Display for InputTag {
 /// job index. Synthetic modules provide it; the simulator uses it.
 pub type CostModel = Arc<dyn Fn(u64) -> f64 + Send + Sync>;
 
+/// Decision of a filter on an event, for tools that predict without running
+/// modules. Synthetic filters provide it.
+pub type DecisionModel = Arc<dyn Fn(crate::EventId) -> bool + Send + Sync>;
+
 /// Describes one module: its label, its instance(s), what it consumes and
 /// produces, and how thread-safe it is.
 pub struct ModuleDesc {
@@ -75,6 +79,7 @@ pub struct ModuleDesc {
     pub(crate) external_work: bool,
     pub(crate) select_paths: Vec<String>,
     pub(crate) cost: Option<CostModel>,
+    pub(crate) decision: Option<DecisionModel>,
 }
 
 impl ModuleDesc {
@@ -89,6 +94,7 @@ impl ModuleDesc {
             external_work: false,
             select_paths: Vec::new(),
             cost: None,
+            decision: None,
         }
     }
     pub fn producer(label: impl Into<String>, module: impl Producer + 'static) -> Self {
@@ -149,6 +155,26 @@ impl ModuleDesc {
     pub fn cost_model(mut self, cost: CostModel) -> Self {
         self.cost = Some(cost);
         self
+    }
+
+    /// Replaces the cost model in place.
+    pub fn set_cost_model(&mut self, cost: CostModel) {
+        self.cost = Some(cost);
+    }
+
+    /// How a filter decides, for the simulated clock.
+    pub fn decision_model(mut self, decision: DecisionModel) -> Self {
+        self.decision = Some(decision);
+        self
+    }
+    pub fn cost(&self) -> Option<&CostModel> {
+        self.cost.as_ref()
+    }
+    pub fn decision(&self) -> Option<&DecisionModel> {
+        self.decision.as_ref()
+    }
+    pub fn concurrency_kind(&self) -> &Concurrency {
+        &self.concurrency
     }
 
     pub fn label(&self) -> &str {
@@ -259,15 +285,26 @@ impl Process {
     pub fn modules(&self) -> &[ModuleDesc] {
         &self.modules
     }
+    pub fn modules_mut(&mut self) -> &mut [ModuleDesc] {
+        &mut self.modules
+    }
     pub fn paths(&self) -> &[PathDesc] {
         &self.paths
     }
     pub fn end_paths(&self) -> &[PathDesc] {
         &self.end_paths
     }
-    /// The labels and cost models of the modules, for tools that predict.
+    /// The cost models of the modules, in module order, for tools that predict.
     pub fn cost_models(&self) -> Vec<Option<CostModel>> {
         self.modules.iter().map(|m| m.cost.clone()).collect()
+    }
+    /// The decision models of the modules, in module order.
+    pub fn decision_models(&self) -> Vec<Option<DecisionModel>> {
+        self.modules.iter().map(|m| m.decision.clone()).collect()
+    }
+    /// Takes the source out (tools that drive the decision logic themselves).
+    pub fn take_source(&mut self) -> Option<Box<dyn Source>> {
+        self.source.take()
     }
 
     /// Checks the description and compiles the static scheduling graph.

@@ -24,6 +24,9 @@ pub struct Report {
     pub modules: Vec<ModuleReport>,
     pub paths: Vec<PathReport>,
     pub failed_events: Vec<FailedEvent>,
+    /// The longest waits for serial queues, instances and exclusive
+    /// resources, longest first.
+    pub stalls: Vec<Stall>,
     /// Changes of the order of reorderable paths, with their reasons.
     pub orderings: Vec<crate::schedule::OrderChange>,
     /// Number of module executions.
@@ -42,6 +45,9 @@ pub struct ModuleReport {
     pub run_s: f64,
     /// Time spent waiting for external (asynchronous) work.
     pub wait_s: f64,
+    /// Time ready work waited for admission (serial queue, cloned instance,
+    /// exclusive resource).
+    pub queue_s: f64,
     pub failures: u64,
 }
 
@@ -71,12 +77,25 @@ pub struct FailedEvent {
     pub message: String,
 }
 
+/// Work that was ready but waited for admission.
+#[derive(Clone, Debug, Serialize)]
+pub struct Stall {
+    pub module: String,
+    pub run: u32,
+    pub lumi: u32,
+    pub event: u64,
+    pub waited_s: f64,
+    /// What it waited for: "serial queue", "exclusive resource X", ...
+    pub reason: String,
+}
+
 /// One interval of a trace.
 #[derive(Clone, Debug, Serialize)]
 pub struct TraceSlice {
     /// Module label, "source" or a transition name.
     pub name: String,
-    /// "module", "wait" (external work), "source" or "transition".
+    /// "module", "wait" (external work), "queued" (waiting for admission),
+    /// "source" or "transition".
     pub category: &'static str,
     pub thread: usize,
     pub event: Option<EventId>,

@@ -146,7 +146,10 @@ fn hash_str(s: &str) -> u64 {
 }
 
 fn event_key(ev: &Event<'_>) -> u64 {
-    let id = ev.id();
+    id_key(ev.id())
+}
+
+fn id_key(id: crate::EventId) -> u64 {
     mix(mix(u64::from(id.run) << 32 | u64::from(id.lumi)) ^ id.event)
 }
 
@@ -164,7 +167,12 @@ fn consumed_digest(ev: &Event<'_>) -> ModuleResult<u64> {
 /// Whether an event passes a filter of pass fraction `fraction` and `seed`:
 /// a deterministic function of the event id.
 pub fn passes(ev: &Event<'_>, fraction: f64, seed: u64) -> bool {
-    let u = (mix(event_key(ev) ^ mix(seed)) >> 11) as f64 / (1u64 << 53) as f64;
+    passes_id(ev.id(), fraction, seed)
+}
+
+/// [`passes`] from the event id alone.
+pub fn passes_id(id: crate::EventId, fraction: f64, seed: u64) -> bool {
+    let u = (mix(id_key(id) ^ mix(seed)) >> 11) as f64 / (1u64 << 53) as f64;
     u < fraction
 }
 
@@ -234,6 +242,7 @@ pub fn filter(label: &str, timing: Timing, consumes: &[&str], pass_fraction: f64
     ModuleDesc::filter(label, SyntheticFilter { timing, fraction: pass_fraction, seed })
         .consumes(consumes.iter().copied())
         .cost_model(cost)
+        .decision_model(Arc::new(move |id| passes_id(id, pass_fraction, seed)))
 }
 
 /// Accumulates an order-independent digest of everything it reads.

@@ -17,7 +17,7 @@ use std::time::Instant;
 use crate::event::EventData;
 use crate::graph::{Graph, ModuleIdx};
 use crate::module::{Completion, ModuleImpl};
-use crate::report::{FailedEvent, ModuleReport, PathReport, Report, StepReport, TraceSlice, transition_name};
+use crate::report::{FailedEvent, ModuleReport, PathReport, Report, Stall, StepReport, TraceSlice, transition_name};
 use crate::schedule::{Coordinator, EventState, Observer, Outcome, PathOutcome, PathStatus, Phase, Task, Transition};
 use crate::source::{Source, SourceProducts};
 use crate::{ErrorPolicy, EventId, JobError, RunOptions, TriggerResults};
@@ -33,8 +33,12 @@ struct ModuleStats {
     calls: AtomicU64,
     run_ns: AtomicU64,
     wait_ns: AtomicU64,
+    queue_ns: AtomicU64,
     failures: AtomicU64,
 }
+
+/// How many of the longest stalls a report keeps.
+const STALLS_KEPT: usize = 20;
 
 /// Everything a running job shares between its threads.
 pub(crate) struct Engine {
@@ -60,6 +64,9 @@ pub(crate) struct Engine {
     start: Instant,
     progress: Option<crate::ProgressFn>,
     finished: AtomicBool,
+    /// When restricted work was queued, by (slot, module).
+    queued_at: Mutex<std::collections::HashMap<(usize, ModuleIdx), Instant>>,
+    stalls: Mutex<Vec<Stall>>,
 }
 
 impl Engine {
@@ -105,6 +112,8 @@ impl Engine {
             start: Instant::now(),
             progress: options.progress.clone(),
             finished: AtomicBool::new(false),
+            queued_at: Mutex::new(std::collections::HashMap::new()),
+            stalls: Mutex::new(Vec::new()),
         }
     }
 
@@ -205,6 +214,9 @@ impl Engine {
             self.coordinator.module_done(slot, module, instance, Outcome::Failed, out, &**self);
             return;
         }
+        if self.graph.modules[module].restricted() {
+            self.end_stall(slot, module, data.id, thread);
+        }
         let event = crate::Event { data: &data, graph: &self.graph, module };
         // Only external work needs to know who reports first.
         let settled = (phase == Phase::Acquire).then(|| Arc::new(AtomicBool::new(false)));
@@ -275,7 +287,7 @@ impl Engine {
             }
             let mut out = Vec::new();
             match result {
-                Ok(()) => engine.coordinator.acquire_done(slot, module, instance, &mut out),
+                Ok(()) => engine.coordinator.acquire_done(slot, module, instance, &mut out, &*engine),
                 Err(e) => {
                     engine.module_failed(module, id, e.to_string(), &mut out);
                     engine.coordinator.module_done(slot, module, instance, Outcome::Failed, &mut out, &*engine);
@@ -334,6 +346,36 @@ impl Engine {
         self.coordinator.transitions_done(out, self);
     }
 
+    fn end_stall(&self, slot: usize, module: ModuleIdx, id: EventId, thread: usize) {
+        let Some(since) = self.queued_at.lock().unwrap_or_else(|p| p.into_inner()).remove(&(slot, module)) else {
+            return;
+        };
+        let waited = since.elapsed();
+        self.stats[module].queue_ns.fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
+        self.record_slice(&self.graph.modules[module].label, "queued", thread, Some(id), since);
+        let node = &self.graph.modules[module];
+        let mut stalls = self.stalls.lock().unwrap_or_else(|p| p.into_inner());
+        let waited_s = waited.as_secs_f64();
+        if stalls.len() < STALLS_KEPT || stalls.last().is_some_and(|s| s.waited_s < waited_s) {
+            let reason = if node.resources.is_empty() {
+                format!("{} queue", node.concurrency)
+            } else {
+                let names: Vec<&str> = node.resources.iter().map(|&r| self.graph.resources[r].as_str()).collect();
+                format!("exclusive resource {}", names.join(", "))
+            };
+            stalls.push(Stall {
+                module: node.label.clone(),
+                run: id.run,
+                lumi: id.lumi,
+                event: id.event,
+                waited_s,
+                reason,
+            });
+            stalls.sort_by(|a, b| b.waited_s.total_cmp(&a.waited_s));
+            stalls.truncate(STALLS_KEPT);
+        }
+    }
+
     fn record_slice(&self, name: &str, category: &'static str, thread: usize, event: Option<EventId>, t0: Instant) {
         if let Some(trace) = &self.trace {
             let start_us = t0.duration_since(self.start).as_secs_f64() * 1e6;
@@ -368,6 +410,7 @@ impl Engine {
                 calls: s.calls.load(Ordering::Relaxed),
                 run_s: s.run_ns.load(Ordering::Relaxed) as f64 * 1e-9,
                 wait_s: s.wait_ns.load(Ordering::Relaxed) as f64 * 1e-9,
+                queue_s: s.queue_ns.load(Ordering::Relaxed) as f64 * 1e-9,
                 failures: s.failures.load(Ordering::Relaxed),
             })
             .collect::<Vec<_>>();
@@ -410,12 +453,17 @@ impl Engine {
             paths,
             failed_events,
             orderings: self.coordinator.planner().history(),
+            stalls: self.stalls.lock().unwrap_or_else(|p| p.into_inner()).clone(),
             trace: self.trace.as_ref().map(|t| std::mem::take(&mut *t.lock().unwrap_or_else(|p| p.into_inner()))).unwrap_or_default(),
         }
     }
 }
 
 impl Observer for Engine {
+    fn queued(&self, slot: usize, module: ModuleIdx) {
+        self.queued_at.lock().unwrap_or_else(|p| p.into_inner()).insert((slot, module), Instant::now());
+    }
+
     fn end_path_started(&self, slot: usize, state: &EventState) {
         if let Some(data) = &*self.slot_data[slot].lock().unwrap_or_else(|p| p.into_inner()) {
             let accepted = state.path_status().iter().map(|s| *s == PathStatus::Accepted).collect();

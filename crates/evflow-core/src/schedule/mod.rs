@@ -57,6 +57,9 @@ pub trait Observer {
     fn end_path_started(&self, slot: usize, state: &EventState);
     /// Nothing of the event in `slot` runs any more.
     fn event_finished(&self, slot: usize, state: &EventState);
+    /// `module` is ready for the event in `slot` but must wait for its
+    /// serial queue, a cloned instance or an exclusive resource.
+    fn queued(&self, _slot: usize, _module: ModuleIdx) {}
 }
 
 /// An observer that ignores everything.
@@ -148,7 +151,7 @@ impl Coordinator {
             state.module_done(&self.graph, module, outcome, &mut ready);
             // Admission takes the arbiter lock inside the event lock; the
             // reverse order never happens.
-            self.dispatch(slot, &ready, out);
+            self.dispatch(slot, &ready, out, obs);
             ready.clear();
             state.scratch = ready;
             if !end_before && state.end_path_started() {
@@ -170,9 +173,9 @@ impl Coordinator {
 
     /// The `Acquire` step of an external-work module succeeded and its
     /// external work completed: queue the `Produce` step.
-    pub fn acquire_done(&self, slot: usize, module: ModuleIdx, instance: u32, out: &mut Vec<Task>) {
+    pub fn acquire_done(&self, slot: usize, module: ModuleIdx, instance: u32, out: &mut Vec<Task>, obs: &impl Observer) {
         self.release(module, instance, out);
-        self.admit(slot, module, Phase::Produce, out);
+        self.admit(slot, module, Phase::Produce, out, obs);
     }
 
     /// Stops the job: no new event is read, and events in flight stop
@@ -219,18 +222,22 @@ impl Coordinator {
         }
     }
 
-    fn dispatch(&self, slot: usize, ready: &[ModuleIdx], out: &mut Vec<Task>) {
+    fn dispatch(&self, slot: usize, ready: &[ModuleIdx], out: &mut Vec<Task>, obs: &impl Observer) {
         for &m in ready {
             let phase = if self.graph.modules[m].external_work { Phase::Acquire } else { Phase::Run };
-            self.admit(slot, m, phase, out);
+            self.admit(slot, m, phase, out, obs);
         }
     }
 
-    fn admit(&self, slot: usize, module: ModuleIdx, phase: Phase, out: &mut Vec<Task>) {
+    fn admit(&self, slot: usize, module: ModuleIdx, phase: Phase, out: &mut Vec<Task>, obs: &impl Observer) {
         if !self.graph.modules[module].restricted() {
             out.push(Task::Module { slot, module, instance: 0, phase });
-        } else if let Some(instance) = lock(&self.arbiter).request(&self.graph, module, (slot, phase)) {
-            out.push(Task::Module { slot, module, instance, phase });
+            return;
+        }
+        let admitted = lock(&self.arbiter).request(&self.graph, module, (slot, phase));
+        match admitted {
+            Some(instance) => out.push(Task::Module { slot, module, instance, phase }),
+            None => obs.queued(slot, module),
         }
     }
 
@@ -256,7 +263,7 @@ impl Coordinator {
                         }
                         finished
                     };
-                    self.dispatch(slot, &ready, out);
+                    self.dispatch(slot, &ready, out, obs);
                     if finished {
                         // An event with nothing to run (no paths, nothing selected).
                         let mut more = Vec::new();
