@@ -1,1 +1,102 @@
-fn main(){}
+//! `evflow`: run event-processing jobs from the command line.
+
+mod inspect;
+mod run;
+mod simulate;
+mod summary;
+mod system;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Parser)]
+#[command(
+    name = "evflow",
+    version,
+    about = "Process many events through a graph of modules, on every core"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a job described by a configuration file (.toml, or a CMS task-queue .config/.json).
+    Run(RunArgs),
+    /// Predict a job's throughput on a machine with N cores, with the engine's own scheduling decisions.
+    Simulate(simulate::SimulateArgs),
+    /// Read a report or trace written by `evflow run` and print where the time went.
+    Report(inspect::ReportArgs),
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum WorkArg {
+    Busy,
+    Sleep,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ExecutorArg {
+    Threaded,
+    Sequential,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum OnErrorArg {
+    Fail,
+    SkipEvent,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// The process configuration.
+    pub config: PathBuf,
+    /// Worker threads (default: the configuration's, else the number of cores).
+    #[arg(long, short = 'j')]
+    pub threads: Option<usize>,
+    /// Events processed at once (default: the configuration's, else the thread count).
+    #[arg(long, short = 'k')]
+    pub events_in_flight: Option<usize>,
+    /// Number of events (cycles through recorded per-event times when larger).
+    #[arg(long, short = 'n')]
+    pub events: Option<u64>,
+    /// Multiply every configured module time by this factor.
+    #[arg(long, default_value_t = 1.0)]
+    pub time_scale: f64,
+    /// Override how synthetic modules spend their time.
+    #[arg(long, value_enum)]
+    pub work: Option<WorkArg>,
+    #[arg(long, value_enum, default_value = "threaded")]
+    pub executor: ExecutorArg,
+    /// What a module error does: stop the job, or record the event as failed and go on.
+    #[arg(long, value_enum, default_value = "fail")]
+    pub on_error: OnErrorArg,
+    /// Write the JSON report here.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Write a Chrome trace-event JSON (for Perfetto) here.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Print only errors.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run::run(&args),
+        Command::Simulate(args) => simulate::simulate(&args),
+        Command::Report(args) => inspect::report(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("evflow: error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,355 @@
+//! `evflow report`: reads a report or a trace of `evflow run` and prints the
+//! time report, the cut-flow, the longest stalls and, from a trace, how many
+//! modules ran at once during one event.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+#[derive(clap::Args, Debug)]
+pub struct ReportArgs {
+    /// A report (`evflow run --report`) or a trace (`evflow run --trace`).
+    pub file: PathBuf,
+    /// Trace only: the event number whose concurrency profile to show (default: the first complete one).
+    #[arg(long)]
+    pub event: Option<u64>,
+    /// Trace only: write the event's profile as CSV (time_ms,modules_running) for plotting.
+    #[arg(long)]
+    pub profile_csv: Option<PathBuf>,
+    /// How many modules and stalls to list.
+    #[arg(long, default_value_t = 15)]
+    pub top: usize,
+}
+
+pub fn report(args: &ReportArgs) -> Result<(), String> {
+    let doc = read_json(&args.file)?;
+    if doc.get("traceEvents").is_some() {
+        let slices = slices(&doc, &args.file)?;
+        trace_report(&slices, args)
+    } else if doc.get("modules").is_some() {
+        report_report(&doc, args.top);
+        Ok(())
+    } else {
+        Err(format!(
+            "{}: neither an evflow report (no 'modules') nor a trace (no 'traceEvents')",
+            args.file.display()
+        ))
+    }
+}
+
+fn read_json(path: &Path) -> Result<Value, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: invalid JSON: {e}", path.display()))
+}
+
+fn num(v: &Value, key: &str) -> f64 {
+    v.get(key).and_then(Value::as_f64).unwrap_or(0.0)
+}
+
+fn text<'a>(v: &'a Value, key: &str) -> &'a str {
+    v.get(key).and_then(Value::as_str).unwrap_or("?")
+}
+
+fn report_report(doc: &Value, top: usize) {
+    println!(
+        "{} events in {:.3} s: {:.1} events/s ({} threads, {} events in flight, executor {})",
+        num(doc, "events"),
+        num(doc, "wall_s"),
+        num(doc, "throughput_ev_s"),
+        num(doc, "threads"),
+        num(doc, "events_in_flight"),
+        text(doc, "executor"),
+    );
+    let empty = Vec::new();
+    let mut modules: Vec<&Value> = doc["modules"]
+        .as_array()
+        .unwrap_or(&empty)
+        .iter()
+        .filter(|m| num(m, "calls") > 0.0)
+        .collect();
+    modules.sort_by(|a, b| {
+        (num(b, "run_s") + num(b, "wait_s")).total_cmp(&(num(a, "run_s") + num(a, "wait_s")))
+    });
+    println!("time report (per module: total run, external-work wait and admission queue time):");
+    println!(
+        "  {:<40} {:>9} {:>11} {:>11} {:>11}",
+        "module", "calls", "run s", "wait s", "queued s"
+    );
+    for m in modules.iter().take(top) {
+        println!(
+            "  {:<40} {:>9} {:>11.4} {:>11.4} {:>11.4}",
+            text(m, "label"),
+            num(m, "calls"),
+            num(m, "run_s"),
+            num(m, "wait_s"),
+            num(m, "queue_s")
+        );
+    }
+    for p in doc["paths"].as_array().unwrap_or(&empty) {
+        println!(
+            "cut-flow of path '{}': {} of {} events accepted",
+            text(p, "name"),
+            num(p, "passed"),
+            num(p, "visited")
+        );
+        let total = num(p, "visited").max(1.0);
+        println!(
+            "  {:<30} {:>10} {:>10} {:>10} {:>12}",
+            "step", "visited", "passed", "eff.", "cumul. eff."
+        );
+        for f in p["filters"].as_array().unwrap_or(&empty) {
+            let (v, pa) = (num(f, "visited"), num(f, "passed"));
+            println!(
+                "  {:<30} {:>10} {:>10} {:>9.1}% {:>11.1}%",
+                text(f, "label"),
+                v,
+                pa,
+                if v > 0.0 { 100.0 * pa / v } else { 0.0 },
+                100.0 * pa / total
+            );
+        }
+    }
+    let stalls = doc["stalls"].as_array().unwrap_or(&empty);
+    if !stalls.is_empty() {
+        println!("longest stalls (ready work waiting for admission):");
+        for s in stalls.iter().take(top) {
+            println!(
+                "  {:>10.6} s  module '{}' on run {} lumi {} event {} waited for its {}",
+                num(s, "waited_s"),
+                text(s, "module"),
+                num(s, "run"),
+                num(s, "lumi"),
+                num(s, "event"),
+                text(s, "reason")
+            );
+        }
+    }
+    for f in doc["failed_events"]
+        .as_array()
+        .unwrap_or(&empty)
+        .iter()
+        .take(top)
+    {
+        println!(
+            "failed: run {} lumi {} event {}: module '{}': {}",
+            num(f, "run"),
+            num(f, "lumi"),
+            num(f, "event"),
+            text(f, "module"),
+            text(f, "message")
+        );
+    }
+}
+
+/// One slice of a Chrome trace written by evflow.
+struct Slice {
+    name: String,
+    category: String,
+    thread: u64,
+    event: Option<u64>,
+    start_us: f64,
+    dur_us: f64,
+}
+
+fn slices(doc: &Value, path: &Path) -> Result<Vec<Slice>, String> {
+    let events = doc["traceEvents"]
+        .as_array()
+        .ok_or_else(|| format!("{}: 'traceEvents' is not a list", path.display()))?;
+    Ok(events
+        .iter()
+        .filter(|e| e.get("ph").and_then(Value::as_str) == Some("X"))
+        .map(|e| Slice {
+            name: text(e, "name").to_string(),
+            category: text(e, "cat").to_string(),
+            thread: e.get("tid").and_then(Value::as_u64).unwrap_or(0),
+            event: e
+                .get("args")
+                .and_then(|a| a.get("event"))
+                .and_then(Value::as_u64),
+            start_us: num(e, "ts"),
+            dur_us: num(e, "dur"),
+        })
+        .collect())
+}
+
+fn trace_report(slices: &[Slice], args: &ReportArgs) -> Result<(), String> {
+    let mut per_module: HashMap<&str, (u64, f64, f64, f64)> = HashMap::new();
+    for s in slices {
+        let entry = per_module.entry(&s.name).or_default();
+        match s.category.as_str() {
+            "module" => {
+                entry.0 += 1;
+                entry.1 += s.dur_us;
+            }
+            "wait" => entry.2 += s.dur_us,
+            "queued" => entry.3 += s.dur_us,
+            _ => {}
+        }
+    }
+    let threads: std::collections::BTreeSet<u64> = slices
+        .iter()
+        .filter(|s| s.category == "module")
+        .map(|s| s.thread)
+        .collect();
+    let end = slices
+        .iter()
+        .map(|s| s.start_us + s.dur_us)
+        .fold(0.0, f64::max);
+    println!(
+        "trace: {} slices on {} worker threads over {:.3} ms",
+        slices.len(),
+        threads.len(),
+        end / 1e3
+    );
+    let mut rows: Vec<_> = per_module.into_iter().filter(|(_, v)| v.0 > 0).collect();
+    rows.sort_by(|a, b| (b.1.1 + b.1.2).total_cmp(&(a.1.1 + a.1.2)));
+    println!(
+        "  {:<40} {:>9} {:>11} {:>11} {:>11}",
+        "module", "calls", "run ms", "wait ms", "queued ms"
+    );
+    for (name, (calls, run, wait, queued)) in rows.iter().take(args.top) {
+        println!(
+            "  {:<40} {:>9} {:>11.3} {:>11.3} {:>11.3}",
+            name,
+            calls,
+            run / 1e3,
+            wait / 1e3,
+            queued / 1e3
+        );
+    }
+    let mut stalls: Vec<&Slice> = slices.iter().filter(|s| s.category == "queued").collect();
+    stalls.sort_by(|a, b| b.dur_us.total_cmp(&a.dur_us));
+    if !stalls.is_empty() {
+        println!("longest stalls (ready work waiting for admission):");
+        for s in stalls.iter().take(args.top) {
+            println!(
+                "  {:>10.3} ms  module '{}' on event {}",
+                s.dur_us / 1e3,
+                s.name,
+                s.event.unwrap_or(0)
+            );
+        }
+    }
+    let event = match args.event {
+        Some(e) => e,
+        None => slices
+            .iter()
+            .filter(|s| s.category == "module")
+            .filter_map(|s| s.event)
+            .min()
+            .ok_or("the trace has no module slices")?,
+    };
+    let profile = event_profile(slices, event);
+    if profile.is_empty() {
+        return Err(format!("event {event} has no module slices in the trace"));
+    }
+    let peak = profile.iter().map(|p| p.1).max().unwrap_or(0);
+    let span = profile.last().map(|p| p.0).unwrap_or(0.0) - profile[0].0;
+    let mean = profile
+        .windows(2)
+        .map(|w| (w[1].0 - w[0].0) * w[0].1 as f64)
+        .sum::<f64>()
+        / span.max(1e-9);
+    println!(
+        "event {event}: {:.3} ms from first to last module, on average {mean:.2} modules running at once, at most {peak}",
+        span / 1e3
+    );
+    print_profile(&profile);
+    if let Some(path) = &args.profile_csv {
+        let mut csv = String::from("time_ms,modules_running\n");
+        for (t, n) in &profile {
+            csv.push_str(&format!("{:.6},{n}\n", (t - profile[0].0) / 1e3));
+        }
+        std::fs::write(path, csv).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// (time µs, modules of `event` running from then on), at every change.
+fn event_profile(slices: &[Slice], event: u64) -> Vec<(f64, u32)> {
+    let mut edges: Vec<(f64, i32)> = Vec::new();
+    for s in slices
+        .iter()
+        .filter(|s| s.category == "module" && s.event == Some(event))
+    {
+        edges.push((s.start_us, 1));
+        edges.push((s.start_us + s.dur_us, -1));
+    }
+    edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let mut running = 0i32;
+    let mut out: Vec<(f64, u32)> = Vec::new();
+    for (t, d) in edges {
+        running += d;
+        match out.last_mut() {
+            Some(last) if last.0 == t => last.1 = running.max(0) as u32,
+            _ => out.push((t, running.max(0) as u32)),
+        }
+    }
+    out
+}
+
+/// A 60-column text rendering of a concurrency profile.
+fn print_profile(profile: &[(f64, u32)]) {
+    const COLUMNS: usize = 60;
+    let (t0, t1) = (profile[0].0, profile.last().map(|p| p.0).unwrap_or(0.0));
+    let peak = profile.iter().map(|p| p.1).max().unwrap_or(1).max(1);
+    let mut columns = vec![0f64; COLUMNS];
+    let width = (t1 - t0).max(1e-9) / COLUMNS as f64;
+    for w in profile.windows(2) {
+        let (a, b, n) = (w[0].0, w[1].0, w[0].1 as f64);
+        let mut t = a;
+        while t < b {
+            let c = (((t - t0) / width) as usize).min(COLUMNS - 1);
+            let next = (t0 + (c as f64 + 1.0) * width).min(b);
+            columns[c] += n * (next - t) / width;
+            if next <= t {
+                break;
+            }
+            t = next;
+        }
+    }
+    for level in (1..=peak.min(12)).rev() {
+        let threshold = level as f64 * peak as f64 / peak.min(12) as f64;
+        let row: String = columns
+            .iter()
+            .map(|&c| if c + 0.5 >= threshold { '#' } else { ' ' })
+            .collect();
+        println!("  {threshold:>5.1} |{row}");
+    }
+    println!("        +{}", "-".repeat(COLUMNS));
+    println!(
+        "         0{:>width$.3} ms",
+        (t1 - t0) / 1e3,
+        width = COLUMNS - 1
+    );
+}
+
+/// Mean running time per call of every module, from a report or a trace.
+pub fn mean_module_times(path: &Path) -> Result<HashMap<String, f64>, String> {
+    let doc = read_json(path)?;
+    let mut times = HashMap::new();
+    if doc.get("traceEvents").is_some() {
+        let mut sums: HashMap<String, (f64, u64)> = HashMap::new();
+        for s in slices(&doc, path)?
+            .into_iter()
+            .filter(|s| s.category == "module")
+        {
+            let e = sums.entry(s.name).or_default();
+            e.0 += s.dur_us * 1e-6;
+            e.1 += 1;
+        }
+        times.extend(sums.into_iter().map(|(k, (sum, n))| (k, sum / n as f64)));
+    } else if let Some(modules) = doc.get("modules").and_then(Value::as_array) {
+        for m in modules {
+            let calls = num(m, "calls");
+            if calls > 0.0 {
+                times.insert(text(m, "label").to_string(), num(m, "run_s") / calls);
+            }
+        }
+    } else {
+        return Err(format!("{}: neither a report nor a trace", path.display()));
+    }
+    Ok(times)
+}

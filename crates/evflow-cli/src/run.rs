@@ -1,0 +1,120 @@
+//! `evflow run`.
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use evflow_core::synthetic::Work;
+use evflow_core::{ErrorPolicy, ExecutorKind, RunError, RunOptions};
+
+use crate::{ExecutorArg, OnErrorArg, RunArgs, WorkArg, summary, system};
+
+pub fn run(args: &RunArgs) -> Result<(), String> {
+    if !args.time_scale.is_finite() || args.time_scale < 0.0 {
+        return Err(format!(
+            "--time-scale must be a finite number >= 0, not {}",
+            args.time_scale
+        ));
+    }
+    if args.threads == Some(0) {
+        return Err("--threads must be at least 1".into());
+    }
+    if args.events_in_flight == Some(0) {
+        return Err("--events-in-flight must be at least 1".into());
+    }
+    let load = evflow_config::LoadOptions {
+        events: args.events,
+        time_scale: args.time_scale,
+        work: args.work.map(|w| match w {
+            WorkArg::Busy => Work::Busy,
+            WorkArg::Sleep => Work::Sleep,
+        }),
+    };
+    let loaded = evflow_config::load_file(&args.config, &load).map_err(|e| e.to_string())?;
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let threads = args.threads.or(loaded.threads).unwrap_or(cores);
+    let executor = match args.executor {
+        ExecutorArg::Threaded => ExecutorKind::Threaded,
+        ExecutorArg::Sequential => ExecutorKind::Sequential,
+    };
+    let events_in_flight =
+        args.events_in_flight
+            .or(loaded.events_in_flight)
+            .unwrap_or(match executor {
+                ExecutorKind::Threaded => threads,
+                ExecutorKind::Sequential => 1,
+            });
+    if matches!(args.work, Some(WorkArg::Busy)) || loaded.format == "cms-json" {
+        // Calibrate before the clock starts, not inside the first module.
+        evflow_core::synthetic::busy_iterations_per_second();
+    }
+    let progress = progress_bar(args.quiet, loaded.events);
+    let options = RunOptions {
+        threads,
+        events_in_flight,
+        executor,
+        on_error: match args.on_error {
+            OnErrorArg::Fail => ErrorPolicy::Fail,
+            OnErrorArg::SkipEvent => ErrorPolicy::SkipEvent,
+        },
+        trace: args.trace.is_some(),
+        planner: None,
+        progress: progress
+            .clone()
+            .map(|bar| Arc::new(move |n| bar.set_position(n)) as evflow_core::ProgressFn),
+    };
+    system::fine_timer_slack();
+    let cpu0 = system::cpu_seconds();
+    let result = evflow_core::run(loaded.process, &options);
+    if let Some(bar) = &progress {
+        bar.finish_and_clear();
+    }
+    let (mut report, error) = match result {
+        Ok(report) => (report, None),
+        Err(RunError::Config(e)) => return Err(format!("{}: {e}", args.config.display())),
+        Err(RunError::Failed { error, report }) => (*report, Some(error)),
+    };
+    report.cpu_s = system::cpu_seconds() - cpu0;
+    report.peak_rss_bytes = system::peak_rss_bytes();
+    if let Some(path) = &args.report {
+        write_json(path, &report)?;
+    }
+    if let Some(path) = &args.trace {
+        write_json(path, &report.chrome_trace())?;
+    }
+    if !args.quiet {
+        summary::print(&report);
+    }
+    match error {
+        None => Ok(()),
+        Some(error) => Err(error.to_string()),
+    }
+}
+
+fn progress_bar(quiet: bool, events: u64) -> Option<indicatif::ProgressBar> {
+    if quiet || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(events);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{wide_bar}] {pos}/{len} events {per_sec} eta {eta}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    Some(bar)
+}
+
+/// Writes JSON atomically: a failed run never leaves a truncated file that
+/// looks complete.
+pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| format!("cannot encode {}: {e}", path.display()))?;
+    let tmp = path.with_extension("json.partial");
+    std::fs::write(&tmp, text).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}

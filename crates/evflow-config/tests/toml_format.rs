@@ -1,0 +1,698 @@
+//! The native TOML format: valid files, defaults, and every error case,
+//! whose message must name the file and the module or key.
+
+use std::path::{Path, PathBuf};
+
+use evflow_config::{ConfigFileError, Format, LoadOptions, Loaded, load_file, load_str};
+use evflow_core::synthetic::Work;
+use evflow_core::{Concurrency, RunOptions};
+
+const ORIGIN: &str = "demo.toml";
+
+fn instant() -> LoadOptions {
+    LoadOptions {
+        time_scale: 0.0,
+        ..LoadOptions::default()
+    }
+}
+
+fn load(text: &str) -> Result<Loaded, ConfigFileError> {
+    load_str(text, Format::Toml, &instant(), ORIGIN)
+}
+
+fn error(text: &str) -> String {
+    let e = load(text).expect_err("an error").to_string();
+    assert!(e.starts_with(ORIGIN), "{e}");
+    e
+}
+
+/// One producer `a` and whatever module table `body` describes.
+fn with_module(body: &str) -> String {
+    format!("[[module]]\nlabel = \"a\"\ntype = \"producer\"\n\n[[module]]\n{body}\n")
+}
+
+fn examples_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/configs")
+}
+
+#[test]
+fn defaults() {
+    let loaded = load("[[module]]\nlabel = \"a\"\ntype = \"producer\"\n").unwrap();
+    assert_eq!(loaded.events, 100);
+    assert_eq!(
+        (loaded.events_in_flight, loaded.threads, loaded.format),
+        (None, None, "toml")
+    );
+    assert_eq!(loaded.process.name(), "evflow");
+    // An empty file is a valid, empty process.
+    let empty = load("").unwrap();
+    assert_eq!(empty.process.modules().len(), 0);
+}
+
+#[test]
+fn everything_maps() {
+    let text = r#"
+[process]
+name = "full"
+events = 40
+events_in_flight = 3
+threads = 2
+work = "sleep"
+
+[source]
+type = "empty"
+events_per_lumi = 10
+lumis_per_run = 2
+first_run = 5
+
+[[module]]
+label = "p"
+type = "producer"
+times = [0.001, 0.002]
+produces = ["", "extra"]
+concurrency = "serial"
+
+[[module]]
+label = "c"
+type = "producer"
+time = 0
+consumes = ["p", "p:extra"]
+concurrency = { cloned = 3 }
+
+[[module]]
+label = "x"
+type = "producer"
+work = "busy"
+consumes = ["c"]
+concurrency = { exclusive = ["geant4", "root"] }
+
+[[module]]
+label = "f"
+type = "filter"
+consumes = ["x"]
+pass_fraction = 0.5
+seed = 9
+
+[[module]]
+label = "h"
+type = "analyzer"
+consumes = ["p:extra"]
+
+[[module]]
+label = "w"
+type = "output"
+consumes = ["x"]
+select_events = ["sel"]
+
+[[path]]
+name = "sel"
+modules = ["f"]
+
+[[end_path]]
+name = "out"
+modules = ["w", "h"]
+"#;
+    let loaded = load(text).unwrap();
+    assert_eq!(loaded.process.name(), "full");
+    assert_eq!(
+        (loaded.events, loaded.events_in_flight, loaded.threads),
+        (40, Some(3), Some(2))
+    );
+    let graph = loaded.process.compile().unwrap();
+    let conc: Vec<Concurrency> = graph
+        .modules
+        .iter()
+        .map(|m| m.concurrency.clone())
+        .collect();
+    assert_eq!(
+        conc,
+        [
+            Concurrency::Serial,
+            Concurrency::Cloned(3),
+            Concurrency::Exclusive(vec!["geant4".into(), "root".into()]),
+            Concurrency::Shared,
+            Concurrency::Shared,
+            Concurrency::Shared,
+        ]
+    );
+    assert_eq!(graph.paths.len(), 1);
+    assert_eq!(graph.end_steps.len(), 2);
+
+    let report = evflow_core::run(
+        loaded.process,
+        &RunOptions {
+            threads: 2,
+            events_in_flight: 3,
+            ..RunOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(report.events, 40);
+    let passed = report.paths[0].passed;
+    assert!(
+        passed > 5 && passed < 35,
+        "pass_fraction 0.5 passed {passed} of 40"
+    );
+    assert_eq!(report.module("w").unwrap().calls, passed);
+    assert_eq!(report.module("h").unwrap().calls, 40);
+}
+
+#[test]
+fn events_option_overrides_the_file() {
+    let opts = LoadOptions {
+        events: Some(7),
+        time_scale: 0.0,
+        work: Some(Work::Busy),
+    };
+    let loaded = load_str("[process]\nevents = 1000\n[[module]]\nlabel=\"a\"\ntype=\"analyzer\"\n[[end_path]]\nname=\"e\"\nmodules=[\"a\"]\n", Format::Toml, &opts, ORIGIN).unwrap();
+    assert_eq!(loaded.events, 7);
+    let report = evflow_core::run(loaded.process, &RunOptions::default()).unwrap();
+    assert_eq!(report.events, 7);
+}
+
+#[test]
+fn filters_with_different_labels_select_different_events() {
+    let text = r#"
+[process]
+events = 200
+[[module]]
+label = "f1"
+type = "filter"
+pass_fraction = 0.5
+[[module]]
+label = "f2"
+type = "filter"
+pass_fraction = 0.5
+[[path]]
+name = "both"
+modules = ["f1", "f2"]
+"#;
+    let report = evflow_core::run(load(text).unwrap().process, &RunOptions::default()).unwrap();
+    let passed = report.paths[0].passed;
+    assert!(
+        passed > 20 && passed < 80,
+        "two independent 50% filters passed {passed} of 200"
+    );
+}
+
+// ---- errors ----
+
+#[test]
+fn unknown_module_type() {
+    let e = error("[[module]]\nlabel = \"x\"\ntype = \"bsy_producer\"\n");
+    assert_eq!(
+        e,
+        "demo.toml: module 'x': unknown module type 'bsy_producer' (known: producer, filter, analyzer, output)"
+    );
+}
+
+#[test]
+fn path_names_unknown_module() {
+    let e = error(&format!(
+        "{}[[path]]\nname = \"sel\"\nmodules = [\"b\", \"cut3\"]\n",
+        with_module("label = \"b\"\ntype = \"filter\"")
+    ));
+    assert_eq!(e, "demo.toml: path 'sel' names unknown module 'cut3'");
+    let e = error("[[end_path]]\nname = \"out\"\nmodules = [\"w\"]\n");
+    assert_eq!(e, "demo.toml: end path 'out' names unknown module 'w'");
+}
+
+#[test]
+fn negative_time() {
+    let e = error(&with_module(
+        "label = \"b\"\ntype = \"producer\"\ntime = -0.5",
+    ));
+    assert_eq!(e, "demo.toml: module 'b': time is negative (-0.5)");
+    let e = error(&with_module(
+        "label = \"b\"\ntype = \"producer\"\ntimes = [0.1, 0.2, -1e-3]",
+    ));
+    assert_eq!(e, "demo.toml: module 'b': times[2] is negative (-0.001)");
+}
+
+#[test]
+fn non_numeric_time() {
+    let e = error(&with_module(
+        "label = \"b\"\ntype = \"producer\"\ntime = \"fast\"",
+    ));
+    assert_eq!(
+        e,
+        "demo.toml:8:8: module 'b': time: invalid type: string \"fast\", expected f64"
+    );
+    let e = error(&with_module(
+        "label = \"b\"\ntype = \"producer\"\ntimes = [\n  0.1,\n  \"x\",\n]",
+    ));
+    assert!(
+        e.starts_with("demo.toml:10:3: module 'b': times: invalid type: string \"x\""),
+        "{e}"
+    );
+    let e = error(&with_module(
+        "label = \"b\"\ntype = \"producer\"\ntime = nan",
+    ));
+    assert_eq!(
+        e,
+        "demo.toml: module 'b': time is not a finite number (NaN)"
+    );
+    let e = error(&with_module(
+        "label = \"b\"\ntype = \"producer\"\ntime = inf",
+    ));
+    assert!(e.contains("module 'b': time is not a finite number"), "{e}");
+}
+
+#[test]
+fn time_and_times_or_empty_times() {
+    let e = error(&with_module(
+        "label = \"b\"\ntype = \"producer\"\ntime = 1\ntimes = [1]",
+    ));
+    assert_eq!(
+        e,
+        "demo.toml: module 'b': give either 'time' or 'times', not both"
+    );
+    let e = error(&with_module(
+        "label = \"b\"\ntype = \"producer\"\ntimes = []",
+    ));
+    assert!(
+        e.starts_with("demo.toml: module 'b': times is empty"),
+        "{e}"
+    );
+}
+
+#[test]
+fn time_too_long_for_the_scale() {
+    let text = with_module("label = \"b\"\ntype = \"producer\"\ntime = 1e300");
+    let e = load_str(&text, Format::Toml, &LoadOptions::default(), ORIGIN)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.starts_with("demo.toml: module 'b': time is too long"),
+        "{e}"
+    );
+    // With time_scale 0 any finite time is harmless.
+    assert!(load(&text).is_ok());
+}
+
+#[test]
+fn bad_concurrency() {
+    let cases = [
+        (
+            "{ cloned = 0 }",
+            "concurrency: cloned must be at least 1 (cloned = 0 given)",
+        ),
+        (
+            "{ cloned = 100000 }",
+            "concurrency: cloned = 100000 is too many instances (at most 4096)",
+        ),
+        (
+            "{ cloned = \"2\" }",
+            "concurrency: cloned must be an integer, not string",
+        ),
+        (
+            "{ exclusive = [] }",
+            "concurrency: exclusive needs at least one resource name (exclusive = [] given)",
+        ),
+        (
+            "{ exclusive = [\" \"] }",
+            "concurrency: exclusive[0] is an empty resource name",
+        ),
+        (
+            "{ exclusive = \"geant4\" }",
+            "concurrency: exclusive must be an array of resource names, not string",
+        ),
+        (
+            "\"parallel\"",
+            "concurrency: unknown concurrency 'parallel' (known: ",
+        ),
+        (
+            "\"exclusive\"",
+            "concurrency: exclusive needs resource names",
+        ),
+        (
+            "{ shared = true }",
+            "concurrency: unknown concurrency key 'shared'",
+        ),
+        (
+            "{ cloned = 2, exclusive = [\"a\"] }",
+            "concurrency: expected one of ",
+        ),
+        ("3", "concurrency: expected one of "),
+    ];
+    for (value, expected) in cases {
+        let e = error(&with_module(&format!(
+            "label = \"b\"\ntype = \"producer\"\nconcurrency = {value}"
+        )));
+        assert!(
+            e.starts_with(&format!("demo.toml: module 'b': {expected}")),
+            "{value}: {e}"
+        );
+    }
+    let e = error(&with_module(
+        "label = \"b\"\ntype = \"filter\"\nconcurrency = { cloned = 2 }",
+    ));
+    assert_eq!(
+        e,
+        "demo.toml: module 'b': concurrency: cloned applies only to producers, not to filters"
+    );
+}
+
+#[test]
+fn unknown_keys() {
+    let e = error(&with_module(
+        "label = \"b\"\ntype = \"producer\"\ntme = 0.1",
+    ));
+    assert!(
+        e.starts_with(
+            "demo.toml:8:1: module 'b': unknown field `tme`, expected one of `label`, `type`"
+        ),
+        "{e}"
+    );
+    let e = error("[process]\nname = \"p\"\nevnts = 3\n");
+    assert!(
+        e.starts_with("demo.toml:3:1: process: unknown field `evnts`, expected one of"),
+        "{e}"
+    );
+    let e = error("[source]\nevents_per_lumi = 3\nlumis = 3\n");
+    assert!(
+        e.starts_with("demo.toml:3:1: source: unknown field `lumis`"),
+        "{e}"
+    );
+    let e = error("[[modules]]\nlabel = \"a\"\n");
+    assert!(e.starts_with("demo.toml:1:3: unknown field `modules`, expected one of `process`, `source`, `module`, `path`, `end_path`"), "{e}");
+    let e = error("[[path]]\nname = \"p\"\nmodule = []\n");
+    assert!(
+        e.starts_with("demo.toml:3:1: path: unknown field `module`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn missing_keys() {
+    let e =
+        error("[[module]]\nlabel = \"a\"\ntype = \"producer\"\n[[module]]\ntype = \"producer\"\n");
+    assert!(
+        e.starts_with("demo.toml:4:1: module #2: missing field `label`"),
+        "{e}"
+    );
+    let e = error("[[module]]\nlabel = \"a\"\n");
+    assert!(
+        e.starts_with("demo.toml:1:1: module 'a': missing field `type`"),
+        "{e}"
+    );
+    let e = error("[[path]]\nmodules = []\n");
+    assert!(
+        e.starts_with("demo.toml:1:1: path: missing field `name`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn wrong_types_name_the_key() {
+    let e = error("[process]\nevents = -5\n");
+    assert_eq!(
+        e,
+        "demo.toml:2:10: process.events: invalid value: integer `-5`, expected u64"
+    );
+    let e = error(&with_module(
+        "label = \"b\"\ntype = \"producer\"\nconsumes = \"a\"",
+    ));
+    assert_eq!(
+        e,
+        "demo.toml:8:12: module 'b': consumes: invalid type: string \"a\", expected a sequence"
+    );
+    let e = error(&with_module("label = 3\ntype = \"producer\""));
+    assert!(
+        e.starts_with(
+            "demo.toml:6:9: module #2: label: invalid type: integer `3`, expected a string"
+        ),
+        "{e}"
+    );
+    let e = error("module = [{ label = \"a\", type = \"producer\", time = \"x\" }]");
+    assert_eq!(
+        e,
+        "demo.toml:1:52: module 'a': invalid type: string \"x\", expected f64"
+    );
+}
+
+#[test]
+fn options_of_other_module_kinds() {
+    let e = error(&with_module(
+        "label = \"b\"\ntype = \"producer\"\npass_fraction = 0.5",
+    ));
+    assert_eq!(
+        e,
+        "demo.toml: module 'b': 'pass_fraction' applies only to filters, not to producers"
+    );
+    let e = error(&with_module(
+        "label = \"b\"\ntype = \"analyzer\"\nproduces = [\"x\"]",
+    ));
+    assert_eq!(
+        e,
+        "demo.toml: module 'b': 'produces' applies only to producers, not to analyzers"
+    );
+    let e = error(&with_module(
+        "label = \"b\"\ntype = \"filter\"\nselect_events = [\"p\"]",
+    ));
+    assert!(
+        e.starts_with(
+            "demo.toml: module 'b': 'select_events' applies only to analyzers and outputs"
+        ),
+        "{e}"
+    );
+    let e = error(&with_module("label = \"b\"\ntype = \"producer\"\nseed = 3"));
+    assert!(
+        e.starts_with("demo.toml: module 'b': 'seed' applies only to filters"),
+        "{e}"
+    );
+}
+
+#[test]
+fn bad_values() {
+    let e = error(&with_module(
+        "label = \"b\"\ntype = \"filter\"\npass_fraction = 1.5",
+    ));
+    assert_eq!(
+        e,
+        "demo.toml: module 'b': pass_fraction must be between 0 and 1 (got 1.5)"
+    );
+    let e = error(&with_module(
+        "label = \"b\"\ntype = \"producer\"\nwork = \"lazy\"",
+    ));
+    assert_eq!(
+        e,
+        "demo.toml: module 'b': work: unknown work 'lazy' (known: busy, sleep)"
+    );
+    let e = error(&with_module(
+        "label = \"b\"\ntype = \"producer\"\nconsumes = [\"\"]",
+    ));
+    assert_eq!(e, "demo.toml: module 'b': consumes[0] is empty");
+    let e = error("[process]\nwork = \"idle\"\n");
+    assert_eq!(
+        e,
+        "demo.toml: process.work: unknown work 'idle' (known: busy, sleep)"
+    );
+    let e = error("[process]\nevents_in_flight = 0\n");
+    assert_eq!(e, "demo.toml: process.events_in_flight: must be at least 1");
+    let e = error("[process]\nthreads = 1000000\n");
+    assert!(
+        e.starts_with("demo.toml: process.threads: 1000000 is too large"),
+        "{e}"
+    );
+    let e = error("[process]\nname = \"\"\n");
+    assert_eq!(e, "demo.toml: process.name: is empty");
+    let e = error("[source]\ntype = \"file\"\n");
+    assert_eq!(
+        e,
+        "demo.toml: source.type: unknown source type 'file' (known: empty)"
+    );
+    let e = error("[source]\nevents_per_lumi = 0\n");
+    assert_eq!(e, "demo.toml: source.events_per_lumi: must be at least 1");
+    let e = error("[[path]]\nname = \"\"\n");
+    assert_eq!(e, "demo.toml: path[0].name: is empty");
+}
+
+#[test]
+fn compile_errors_are_wrapped() {
+    let e = error(&with_module(
+        "label = \"b\"\ntype = \"producer\"\nconsumes = [\"nobody\"]",
+    ));
+    assert_eq!(
+        e,
+        "demo.toml: module 'b' consumes 'nobody', which no module produces"
+    );
+    let e = error(&with_module("label = \"a\"\ntype = \"producer\""));
+    assert_eq!(e, "demo.toml: module label 'a' is used more than once");
+    let e = error(&with_module("label = \"b:c\"\ntype = \"producer\""));
+    assert!(
+        e.starts_with("demo.toml: module label 'b:c' is invalid"),
+        "{e}"
+    );
+    let e = error(
+        "[[module]]\nlabel = \"a\"\ntype = \"producer\"\nconsumes = [\"b\"]\n[[module]]\nlabel = \"b\"\ntype = \"producer\"\nconsumes = [\"a\"]\n",
+    );
+    assert!(
+        e.starts_with("demo.toml: dependency cycle among modules: "),
+        "{e}"
+    );
+    let e = error(&with_module("label = \"w\"\ntype = \"output\""));
+    assert_eq!(e, "demo.toml: module 'w': output module is on no end path");
+    let e = error(&format!(
+        "{}[[end_path]]\nname = \"e\"\nmodules = [\"w\"]\n",
+        with_module("label = \"w\"\ntype = \"output\"\nselect_events = [\"nope\"]")
+    ));
+    assert_eq!(
+        e,
+        "demo.toml: module 'w' selects events of unknown path 'nope'"
+    );
+    assert!(matches!(
+        load(&with_module("label = \"a\"\ntype = \"producer\"")),
+        Err(ConfigFileError::Process { .. })
+    ));
+}
+
+#[test]
+fn syntax_errors_have_line_numbers() {
+    let e = error("[process]\nname = \"x\"\nevents = [1,\n");
+    assert!(e.starts_with("demo.toml:4:1: "), "{e}");
+    let e = error("[process]\nname = \"x\"\n[process]\n");
+    assert!(e.starts_with("demo.toml:3:1: "), "{e}");
+    assert!(e.contains("duplicate key `process`"), "{e}");
+    let e = error("name = = 3\n");
+    assert!(e.starts_with("demo.toml:1:"), "{e}");
+}
+
+#[test]
+fn files_and_formats() {
+    let e = load_file(Path::new("/nonexistent/demo.toml"), &LoadOptions::default())
+        .err()
+        .unwrap();
+    assert!(
+        e.to_string()
+            .starts_with("/nonexistent/demo.toml: cannot read the file: "),
+        "{e}"
+    );
+    assert_eq!(Format::detect(Path::new("a.toml"), "{}"), Format::Toml);
+    assert_eq!(Format::detect(Path::new("a.config"), ""), Format::CmsJson);
+    assert_eq!(Format::detect(Path::new("a.JSON"), ""), Format::CmsJson);
+    assert_eq!(
+        Format::detect(Path::new("a.txt"), "{\"process\": {\"paths\": {}}}"),
+        Format::CmsJson
+    );
+    assert_eq!(
+        Format::detect(Path::new("a.txt"), "{\"other\": 1}"),
+        Format::Toml
+    );
+    assert_eq!(Format::detect(Path::new("a"), "[process]\n"), Format::Toml);
+    assert_eq!(
+        (Format::Toml.name(), Format::CmsJson.name()),
+        ("toml", "cms-json")
+    );
+}
+
+#[test]
+fn garbage_never_panics() {
+    let inputs = [
+        "\u{0}",
+        "[",
+        "[[module]]\nlabel = \"é\"\ntype = \"producer\"\ntime = \"ü\"\n",
+        "module = 3",
+        "module = [1, 2]",
+        "module = [{ label = \"a\", type = \"producer\", time = \"x\" }]",
+        "[process]\nevents = 1e3\n",
+        "[[module]]\nlabel = \"\"\ntype = \"producer\"\n",
+        "[[module]]\nlabel = \" a\"\ntype = \"producer\"\n",
+        "[[module]]\nlabel = \"a\"\ntype = \"producer\"\nproduces = [\"\", \"\"]\n",
+        "[[module]]\nlabel = \"a\"\ntype = \"producer\"\nseed = -1\n",
+        "[source]\nfirst_run = 4294967296\n",
+        "[[path]]\nname = \"p\"\nmodules = [\"a\", \"a\"]\n[[module]]\nlabel = \"a\"\ntype = \"filter\"\n",
+    ];
+    for text in inputs {
+        let _ = load(text).map(|_| ());
+        let _ = load_str(text, Format::CmsJson, &LoadOptions::default(), ORIGIN).map(|_| ());
+    }
+}
+
+#[test]
+fn example_configs_load_and_run() {
+    let dir = examples_dir();
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).expect("examples/configs exists") {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        let opts = LoadOptions {
+            events: Some(50),
+            time_scale: 0.0,
+            work: None,
+        };
+        let loaded = load_file(&path, &opts).unwrap_or_else(|e| panic!("{e}"));
+        let options = RunOptions {
+            threads: loaded.threads.unwrap_or(2).min(4),
+            events_in_flight: loaded.events_in_flight.unwrap_or(2),
+            ..RunOptions::default()
+        };
+        let report = evflow_core::run(loaded.process, &options).unwrap();
+        assert_eq!(report.events, 50, "{}", path.display());
+        seen += 1;
+    }
+    assert!(seen >= 1, "no example configs in {}", dir.display());
+}
+
+#[test]
+fn demo_example_has_what_it_promises() {
+    let loaded = load_file(&examples_dir().join("demo.toml"), &instant()).unwrap();
+    assert_eq!(loaded.events, 1000);
+    let graph = loaded.process.compile().unwrap();
+    assert!(graph.modules.len() >= 10);
+    assert_eq!(graph.paths.len(), 2);
+    assert_eq!(graph.end_steps.len(), 2);
+    assert!(
+        graph
+            .modules
+            .iter()
+            .any(|m| m.concurrency == Concurrency::Serial)
+    );
+    assert!(
+        graph
+            .modules
+            .iter()
+            .any(|m| matches!(m.concurrency, Concurrency::Exclusive(_)))
+    );
+    assert!(
+        graph
+            .modules
+            .iter()
+            .any(|m| m.kind == evflow_core::ModuleKind::Output)
+    );
+}
+
+#[test]
+fn documented_example_loads_and_runs() {
+    let doc = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md");
+    let Ok(text) = std::fs::read_to_string(&doc) else {
+        println!("SKIPPED: {} is absent", doc.display());
+        return;
+    };
+    let start = text.find("```toml\n").expect("a TOML example") + "```toml\n".len();
+    let end = start + text[start..].find("```").expect("end of the example");
+    let opts = LoadOptions {
+        events: Some(30),
+        time_scale: 0.0,
+        work: None,
+    };
+    let loaded = load_str(&text[start..end], Format::Toml, &opts, "configuration.md")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        (loaded.events_in_flight, loaded.threads),
+        (Some(4), Some(2))
+    );
+    let report = evflow_core::run(
+        loaded.process,
+        &RunOptions {
+            threads: 2,
+            events_in_flight: 4,
+            ..RunOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(report.events, 30);
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs what evflow needs, builds it, and runs the main job: the demo
+# reconstruction workload shipped in examples/configs/demo.toml.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "evflow needs a Rust toolchain (cargo); install it with rustup: https://rustup.rs" >&2
+    exit 1
+fi
+cargo build --release -p evflow-cli
+./target/release/evflow run examples/configs/demo.toml --report target/demo-report.json "$@"
+echo "report written to target/demo-report.json"
