@@ -5,7 +5,10 @@ use evflow_core::synthetic::{self, Timing};
 use evflow_core::{EmptySource, ExecutorKind, Process, RunOptions};
 
 fn main() {
-    let args: Vec<u64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let args: Vec<u64> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
     let modules = *args.first().unwrap_or(&490) as usize;
     let events = *args.get(1).unwrap_or(&5000);
     let threads = *args.get(2).unwrap_or(&1) as usize;
@@ -25,12 +28,22 @@ fn main() {
                     consumes.push(&labels[j]);
                 }
             }
-            p.add(synthetic::producer(&labels[i], Timing::zero(), &consumes, &[""]));
+            p.add(synthetic::producer(
+                &labels[i],
+                Timing::zero(),
+                &consumes,
+                &[""],
+            ));
         }
         let all: Vec<&str> = labels.iter().map(String::as_str).collect();
         p.add(synthetic::filter("out", Timing::zero(), &all, 1.0, 0));
         p.path("p", ["out"]);
-        let opts = RunOptions { threads, events_in_flight: k, executor, ..RunOptions::default() };
+        let opts = RunOptions {
+            threads,
+            events_in_flight: k,
+            executor,
+            ..RunOptions::default()
+        };
         let r = evflow_core::run(p, &opts).unwrap();
         println!(
             "{:?}: {} events, {:.0} ev/s, {:.0} ns per module execution",

@@ -32,7 +32,11 @@ impl EventId {
 
 impl fmt::Display for EventId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "run {}, lumi {}, event {}", self.run, self.lumi, self.event)
+        write!(
+            f,
+            "run {}, lumi {}, event {}",
+            self.run, self.lumi, self.event
+        )
     }
 }
 
@@ -166,18 +170,32 @@ impl<'a> Event<'a> {
     }
 
     /// Puts a product under one of the module's declared instance names.
-    pub fn put<T: Any + Send + Sync>(&self, instance: &str, value: T) -> Result<(), crate::ModuleError> {
+    pub fn put<T: Any + Send + Sync>(
+        &self,
+        instance: &str,
+        value: T,
+    ) -> Result<(), crate::ModuleError> {
         let node = &self.graph.modules[self.module];
-        let Some(&p) = node.produces.iter().find(|&&p| same_name(&self.graph.products[p].tag.instance, instance)) else {
+        let Some(&p) = node
+            .produces
+            .iter()
+            .find(|&&p| same_name(&self.graph.products[p].tag.instance, instance))
+        else {
             return Err(crate::ModuleError::msg(format!(
                 "module '{}' put product instance '{instance}', which it did not declare in its produces",
                 node.label
             )));
         };
         self.data.products[p]
-            .set(StoredProduct { value: Box::new(value), type_name: std::any::type_name::<T>() })
+            .set(StoredProduct {
+                value: Box::new(value),
+                type_name: std::any::type_name::<T>(),
+            })
             .map_err(|_| {
-                crate::ModuleError::msg(format!("product '{}' was put twice", self.graph.products[p].tag))
+                crate::ModuleError::msg(format!(
+                    "product '{}' was put twice",
+                    self.graph.products[p].tag
+                ))
             })
     }
 

@@ -96,15 +96,26 @@ impl Graph {
         resources: Vec<String>,
     ) -> Self {
         let mut reachable = vec![false; modules.len()];
-        let mut stack: Vec<ModuleIdx> =
-            paths.iter().flat_map(|p| p.steps.iter().copied()).chain(end_steps.iter().map(|e| e.module)).collect();
+        let mut stack: Vec<ModuleIdx> = paths
+            .iter()
+            .flat_map(|p| p.steps.iter().copied())
+            .chain(end_steps.iter().map(|e| e.module))
+            .collect();
         while let Some(m) = stack.pop() {
             if !reachable[m] {
                 reachable[m] = true;
                 stack.extend(modules[m].prereqs.iter().copied());
             }
         }
-        Self { process_name, modules, products, paths, end_steps, resources, reachable }
+        Self {
+            process_name,
+            modules,
+            products,
+            paths,
+            end_steps,
+            resources,
+            reachable,
+        }
     }
 
     pub fn module_index(&self, label: &str) -> Option<ModuleIdx> {

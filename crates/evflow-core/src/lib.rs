@@ -70,11 +70,13 @@ use std::sync::Arc;
 pub use event::{Event, EventId};
 pub use graph::Graph;
 pub use module::{
-    Analyzer, Completion, Concurrency, Filter, ModuleError, ModuleImpl, ModuleKind, ModuleResult, Output, Producer,
-    Transitions,
+    Analyzer, Completion, Concurrency, Filter, ModuleError, ModuleImpl, ModuleKind, ModuleResult,
+    Output, Producer, Transitions,
 };
 pub use process::{ConfigError, CostModel, DecisionModel, InputTag, ModuleDesc, PathDesc, Process};
-pub use report::{ChromeTrace, FailedEvent, ModuleReport, PathReport, Report, Stall, StepReport, TraceSlice};
+pub use report::{
+    ChromeTrace, FailedEvent, ModuleReport, PathReport, Report, Stall, StepReport, TraceSlice,
+};
 pub use source::{EmptySource, Source, SourceProducts};
 
 /// rayon, re-exported for intra-module parallelism on the engine's pool.
@@ -152,11 +154,19 @@ impl fmt::Debug for RunOptions {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum JobError {
     #[error("module '{module}' failed on {event}: {message}")]
-    Module { module: String, event: EventId, message: String },
+    Module {
+        module: String,
+        event: EventId,
+        message: String,
+    },
     #[error("reading input failed: {message}")]
     Source { message: String },
     #[error("module '{module}' failed in {transition}: {message}")]
-    Transition { module: String, transition: String, message: String },
+    Transition {
+        module: String,
+        transition: String,
+        message: String,
+    },
     #[error("executor: {0}")]
     Executor(String),
 }
@@ -168,7 +178,10 @@ pub enum RunError {
     Config(#[from] ConfigError),
     /// The job started and failed; the report covers what ran.
     #[error("{error}")]
-    Failed { error: JobError, report: Box<Report> },
+    Failed {
+        error: JobError,
+        report: Box<Report>,
+    },
 }
 
 /// Every path's decision for one event, handed to output modules.
@@ -188,7 +201,11 @@ impl TriggerResults {
     }
     /// (path name, accepted) for every path, in declaration order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, bool)> {
-        self.graph.paths.iter().map(|p| p.name.as_str()).zip(self.accepted.iter().copied())
+        self.graph
+            .paths
+            .iter()
+            .map(|p| p.name.as_str())
+            .zip(self.accepted.iter().copied())
     }
 }
 
@@ -196,7 +213,10 @@ impl TriggerResults {
 pub fn run(mut process: Process, options: &RunOptions) -> Result<Report, RunError> {
     let graph = Arc::new(process.compile()?);
     let source = process.source.take().ok_or(ConfigError::NoSource)?;
-    let instances = std::mem::take(&mut process.modules).into_iter().map(|m| m.instances).collect();
+    let instances = std::mem::take(&mut process.modules)
+        .into_iter()
+        .map(|m| m.instances)
+        .collect();
     let threads = match options.executor {
         ExecutorKind::Threaded => options.threads.max(1),
         ExecutorKind::Sequential => 1,
@@ -204,7 +224,11 @@ pub fn run(mut process: Process, options: &RunOptions) -> Result<Report, RunErro
     let engine = Arc::new(exec::Engine::new(graph, instances, source, options));
     let failed = |engine: &exec::Engine, error: JobError| RunError::Failed {
         error,
-        report: Box::new(engine.report(executor_name(options.executor), threads, options.events_in_flight)),
+        report: Box::new(engine.report(
+            executor_name(options.executor),
+            threads,
+            options.events_in_flight,
+        )),
     };
     if let Err(error) = engine.job_transition(true) {
         return Err(failed(&engine, error));
@@ -223,7 +247,11 @@ pub fn run(mut process: Process, options: &RunOptions) -> Result<Report, RunErro
     if let Err(error) = end {
         return Err(failed(&engine, error));
     }
-    Ok(engine.report(executor_name(options.executor), threads, options.events_in_flight.max(1)))
+    Ok(engine.report(
+        executor_name(options.executor),
+        threads,
+        options.events_in_flight.max(1),
+    ))
 }
 
 fn executor_name(kind: ExecutorKind) -> &'static str {

@@ -27,7 +27,9 @@ pub struct ModuleError {
 
 impl ModuleError {
     pub fn msg(message: impl fmt::Display) -> Self {
-        Self { message: message.to_string() }
+        Self {
+            message: message.to_string(),
+        }
     }
     pub fn message(&self) -> &str {
         &self.message
@@ -194,7 +196,9 @@ pub struct Completion {
 
 impl Completion {
     pub(crate) fn new(notify: impl FnOnce(ModuleResult) + Send + 'static) -> Self {
-        Self { notify: Some(Box::new(notify)) }
+        Self {
+            notify: Some(Box::new(notify)),
+        }
     }
 
     /// Signals that the external work ended, successfully or not.

@@ -27,7 +27,10 @@ pub struct InputTag {
 
 impl InputTag {
     pub fn new(label: impl Into<String>, instance: impl Into<String>) -> Self {
-        Self { label: label.into(), instance: instance.into() }
+        Self {
+            label: label.into(),
+            instance: instance.into(),
+        }
     }
     pub fn parse(text: &str) -> Self {
         match text.split_once(':') {
@@ -202,8 +205,15 @@ pub struct PathDesc {
 }
 
 impl PathDesc {
-    pub fn new<S: Into<String>>(name: impl Into<String>, modules: impl IntoIterator<Item = S>) -> Self {
-        Self { name: name.into(), modules: modules.into_iter().map(Into::into).collect(), ..Self::default() }
+    pub fn new<S: Into<String>>(
+        name: impl Into<String>,
+        modules: impl IntoIterator<Item = S>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            modules: modules.into_iter().map(Into::into).collect(),
+            ..Self::default()
+        }
     }
     pub fn reorderable(mut self, yes: bool) -> Self {
         self.reorderable = yes;
@@ -269,7 +279,11 @@ impl Process {
         self.modules.push(module);
         self
     }
-    pub fn path<S: Into<String>>(&mut self, name: impl Into<String>, modules: impl IntoIterator<Item = S>) -> &mut Self {
+    pub fn path<S: Into<String>>(
+        &mut self,
+        name: impl Into<String>,
+        modules: impl IntoIterator<Item = S>,
+    ) -> &mut Self {
         self.paths.push(PathDesc::new(name, modules));
         self
     }
@@ -278,7 +292,11 @@ impl Process {
         self.paths.push(path);
         self
     }
-    pub fn end_path<S: Into<String>>(&mut self, name: impl Into<String>, modules: impl IntoIterator<Item = S>) -> &mut Self {
+    pub fn end_path<S: Into<String>>(
+        &mut self,
+        name: impl Into<String>,
+        modules: impl IntoIterator<Item = S>,
+    ) -> &mut Self {
         self.end_paths.push(PathDesc::new(name, modules));
         self
     }
@@ -327,7 +345,11 @@ pub enum ConfigError {
     #[error("dependency cycle among modules: {}", .0.join(" -> "))]
     Cycle(Vec<String>),
     #[error("{kind} '{path}' names unknown module '{module}'")]
-    UnknownPathModule { kind: &'static str, path: String, module: String },
+    UnknownPathModule {
+        kind: &'static str,
+        path: String,
+        module: String,
+    },
     #[error("path name '{0}' is used more than once")]
     DuplicatePath(String),
     #[error("module '{module}' selects events of unknown path '{path}'")]
@@ -358,11 +380,18 @@ fn compile(process: &Process) -> Result<Graph, ConfigError> {
     // Products: those of the source first (label "source"), then the modules'.
     let mut products: Vec<ProductNode> = Vec::new();
     let mut product_index: HashMap<InputTag, usize> = HashMap::new();
-    let source_products = process.source.as_ref().map(|s| s.produces()).unwrap_or_default();
+    let source_products = process
+        .source
+        .as_ref()
+        .map(|s| s.produces())
+        .unwrap_or_default();
     for instance in source_products {
         let tag = InputTag::new("source", instance);
         product_index.insert(tag.clone(), products.len());
-        products.push(ProductNode { tag, producer: None });
+        products.push(ProductNode {
+            tag,
+            producer: None,
+        });
     }
     let mut module_products: Vec<Vec<usize>> = Vec::with_capacity(process.modules.len());
     for (i, m) in process.modules.iter().enumerate() {
@@ -370,11 +399,17 @@ fn compile(process: &Process) -> Result<Graph, ConfigError> {
         for instance in &m.produces {
             let tag = InputTag::new(m.label.clone(), instance.clone());
             if product_index.contains_key(&tag) {
-                return Err(ConfigError::DuplicateProduct { module: m.label.clone(), instance: instance.clone() });
+                return Err(ConfigError::DuplicateProduct {
+                    module: m.label.clone(),
+                    instance: instance.clone(),
+                });
             }
             product_index.insert(tag.clone(), products.len());
             mine.push(products.len());
-            products.push(ProductNode { tag, producer: Some(i) });
+            products.push(ProductNode {
+                tag,
+                producer: Some(i),
+            });
         }
         module_products.push(mine);
     }
@@ -386,7 +421,10 @@ fn compile(process: &Process) -> Result<Graph, ConfigError> {
         let mut prereqs = Vec::new();
         for tag in &m.consumes {
             let Some(&p) = product_index.get(tag) else {
-                return Err(ConfigError::MissingProduct { module: m.label.clone(), product: tag.to_string() });
+                return Err(ConfigError::MissingProduct {
+                    module: m.label.clone(),
+                    product: tag.to_string(),
+                });
             };
             consumes.push(p);
             if let Some(producer) = products[p].producer {
@@ -442,7 +480,9 @@ fn compile(process: &Process) -> Result<Graph, ConfigError> {
         }
     }
     if let Some(cycle) = find_cycle(&nodes) {
-        return Err(ConfigError::Cycle(cycle.into_iter().map(|i| nodes[i].label.clone()).collect()));
+        return Err(ConfigError::Cycle(
+            cycle.into_iter().map(|i| nodes[i].label.clone()).collect(),
+        ));
     }
 
     let mut paths: Vec<PathNode> = Vec::new();
@@ -454,12 +494,19 @@ fn compile(process: &Process) -> Result<Graph, ConfigError> {
         let mut steps = Vec::new();
         for label in &p.modules {
             let Some(&m) = index.get(label.as_str()) else {
-                return Err(ConfigError::UnknownPathModule { kind: "path", path: p.name.clone(), module: label.clone() });
+                return Err(ConfigError::UnknownPathModule {
+                    kind: "path",
+                    path: p.name.clone(),
+                    module: label.clone(),
+                });
             };
             if nodes[m].kind == ModuleKind::Output {
                 return Err(ConfigError::InvalidModule {
                     module: label.clone(),
-                    reason: format!("output modules belong on end paths, not on path '{}'", p.name),
+                    reason: format!(
+                        "output modules belong on end paths, not on path '{}'",
+                        p.name
+                    ),
                 });
             }
             if steps.contains(&m) {
@@ -474,7 +521,12 @@ fn compile(process: &Process) -> Result<Graph, ConfigError> {
             }
         }
         let precedence = path_precedence(p, &steps, &nodes, &index)?;
-        paths.push(PathNode { name: p.name.clone(), steps, reorderable: p.reorderable, precedence });
+        paths.push(PathNode {
+            name: p.name.clone(),
+            steps,
+            reorderable: p.reorderable,
+            precedence,
+        });
     }
     let mut end_steps: Vec<EndStep> = Vec::new();
     let mut end_names: Vec<&str> = Vec::new();
@@ -485,12 +537,19 @@ fn compile(process: &Process) -> Result<Graph, ConfigError> {
         end_names.push(e.name.as_str());
         for label in &e.modules {
             let Some(&m) = index.get(label.as_str()) else {
-                return Err(ConfigError::UnknownPathModule { kind: "end path", path: e.name.clone(), module: label.clone() });
+                return Err(ConfigError::UnknownPathModule {
+                    kind: "end path",
+                    path: e.name.clone(),
+                    module: label.clone(),
+                });
             };
             if !matches!(nodes[m].kind, ModuleKind::Analyzer | ModuleKind::Output) {
                 return Err(ConfigError::InvalidModule {
                     module: label.clone(),
-                    reason: format!("end path '{}' may hold only analyzers and outputs, this is a {}", e.name, nodes[m].kind),
+                    reason: format!(
+                        "end path '{}' may hold only analyzers and outputs, this is a {}",
+                        e.name, nodes[m].kind
+                    ),
                 });
             }
             if nodes[m].end_path || !nodes[m].paths.is_empty() {
@@ -503,7 +562,10 @@ fn compile(process: &Process) -> Result<Graph, ConfigError> {
             let mut select = Vec::new();
             for name in &process.modules[m].select_paths {
                 let Some(&p) = path_names.get(name.as_str()) else {
-                    return Err(ConfigError::UnknownSelectPath { module: label.clone(), path: name.clone() });
+                    return Err(ConfigError::UnknownSelectPath {
+                        module: label.clone(),
+                        path: name.clone(),
+                    });
                 };
                 select.push(p);
             }
@@ -524,7 +586,14 @@ fn compile(process: &Process) -> Result<Graph, ConfigError> {
             });
         }
     }
-    Ok(Graph::new(process.name.clone(), nodes, products, paths, end_steps, resources))
+    Ok(Graph::new(
+        process.name.clone(),
+        nodes,
+        products,
+        paths,
+        end_steps,
+        resources,
+    ))
 }
 
 /// The order constraints among the steps of a path, as (earlier, later)
@@ -536,10 +605,16 @@ fn path_precedence(
     index: &HashMap<&str, usize>,
 ) -> Result<Vec<(usize, usize)>, ConfigError> {
     let position = |label: &str| -> Result<usize, ConfigError> {
-        index.get(label).and_then(|m| steps.iter().position(|s| s == m)).ok_or_else(|| ConfigError::InvalidModule {
-            module: label.to_string(),
-            reason: format!("is named in an 'after' constraint of path '{}' but is not on that path", path.name),
-        })
+        index
+            .get(label)
+            .and_then(|m| steps.iter().position(|s| s == m))
+            .ok_or_else(|| ConfigError::InvalidModule {
+                module: label.to_string(),
+                reason: format!(
+                    "is named in an 'after' constraint of path '{}' but is not on that path",
+                    path.name
+                ),
+            })
     };
     let mut edges = Vec::new();
     for (later, earlier) in &path.after {
@@ -597,26 +672,42 @@ fn path_precedence(
         }
     }
     if placed < n {
-        let cyclic: Vec<String> = (0..n).filter(|&i| indegree[i] > 0).map(|i| nodes[steps[i]].label.clone()).collect();
+        let cyclic: Vec<String> = (0..n)
+            .filter(|&i| indegree[i] > 0)
+            .map(|i| nodes[steps[i]].label.clone())
+            .collect();
         return Err(ConfigError::Cycle(cyclic));
     }
     Ok(edges)
 }
 
 fn check_concurrency(m: &ModuleDesc) -> Result<(), ConfigError> {
-    let bad = |reason: &str| Err(ConfigError::InvalidConcurrency { module: m.label.clone(), reason: reason.into() });
+    let bad = |reason: &str| {
+        Err(ConfigError::InvalidConcurrency {
+            module: m.label.clone(),
+            reason: reason.into(),
+        })
+    };
     match &m.concurrency {
         Concurrency::Cloned(0) => bad("cloned(n) needs n >= 1"),
         Concurrency::Cloned(n) if *n as usize != m.instances.len() => bad(&format!(
             "cloned({n}) needs {n} instances, {} given (use ModuleDesc::cloned)",
             m.instances.len()
         )),
-        Concurrency::Exclusive(r) if r.is_empty() => bad("exclusive needs at least one resource name"),
-        Concurrency::Exclusive(r) if r.iter().any(|n| n.trim().is_empty()) => bad("resource names must not be empty"),
-        Concurrency::Shared | Concurrency::Serial | Concurrency::Exclusive(_) if m.instances.len() != 1 => {
+        Concurrency::Exclusive(r) if r.is_empty() => {
+            bad("exclusive needs at least one resource name")
+        }
+        Concurrency::Exclusive(r) if r.iter().any(|n| n.trim().is_empty()) => {
+            bad("resource names must not be empty")
+        }
+        Concurrency::Shared | Concurrency::Serial | Concurrency::Exclusive(_)
+            if m.instances.len() != 1 =>
+        {
             bad("only cloned modules have several instances")
         }
-        _ if m.external_work && m.kind != ModuleKind::Producer => bad("only producers can declare external work"),
+        _ if m.external_work && m.kind != ModuleKind::Producer => {
+            bad("only producers can declare external work")
+        }
         _ => Ok(()),
     }
 }

@@ -122,10 +122,17 @@ impl Report {
                 dur: s.duration_us,
                 pid: 1,
                 tid: s.thread,
-                args: s.event.map(|e| ChromeArgs { run: e.run, lumi: e.lumi, event: e.event }),
+                args: s.event.map(|e| ChromeArgs {
+                    run: e.run,
+                    lumi: e.lumi,
+                    event: e.event,
+                }),
             })
             .collect();
-        ChromeTrace { trace_events, display_time_unit: "ms" }
+        ChromeTrace {
+            trace_events,
+            display_time_unit: "ms",
+        }
     }
 }
 

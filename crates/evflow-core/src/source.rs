@@ -14,7 +14,8 @@ pub trait Source: Send {
 
     /// Reads the next event: its id, after putting its products into
     /// `products`; `None` at the end of the input.
-    fn next_event(&mut self, products: &mut SourceProducts) -> Result<Option<EventId>, ModuleError>;
+    fn next_event(&mut self, products: &mut SourceProducts)
+    -> Result<Option<EventId>, ModuleError>;
 
     /// A short description for messages ("file x.root", "empty source").
     fn describe(&self) -> String {
@@ -32,7 +33,10 @@ impl SourceProducts {
     pub fn put<T: std::any::Any + Send + Sync>(&mut self, instance: &str, value: T) {
         self.items.push((
             instance.to_string(),
-            StoredProduct { value: Box::new(value), type_name: std::any::type_name::<T>() },
+            StoredProduct {
+                value: Box::new(value),
+                type_name: std::any::type_name::<T>(),
+            },
         ));
     }
 }
@@ -59,7 +63,13 @@ pub struct EmptySource {
 
 impl EmptySource {
     pub fn new(events: u64) -> Self {
-        Self { events, next: 0, first_run: 1, events_per_lumi: u64::MAX, lumis_per_run: u64::MAX }
+        Self {
+            events,
+            next: 0,
+            first_run: 1,
+            events_per_lumi: u64::MAX,
+            lumis_per_run: u64::MAX,
+        }
     }
     pub fn events_per_lumi(mut self, n: u64) -> Self {
         self.events_per_lumi = n.max(1);

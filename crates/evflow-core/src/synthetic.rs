@@ -12,7 +12,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::{Analyzer, Event, Filter, ModuleDesc, ModuleResult, Output, Producer, Transitions, TriggerResults};
+use crate::{
+    Analyzer, Event, Filter, ModuleDesc, ModuleResult, Output, Producer, Transitions,
+    TriggerResults,
+};
 
 /// How a synthetic module spends its time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,7 +38,11 @@ pub struct Timing {
 
 impl Timing {
     pub fn new(times: Vec<f64>, scale: f64, work: Work) -> Self {
-        let times: Arc<[f64]> = if times.is_empty() { Arc::from(vec![0.0]) } else { Arc::from(times) };
+        let times: Arc<[f64]> = if times.is_empty() {
+            Arc::from(vec![0.0])
+        } else {
+            Arc::from(times)
+        };
         Self { times, scale, work }
     }
     pub fn constant(seconds: f64, work: Work) -> Self {
@@ -196,24 +203,44 @@ impl Producer for SyntheticProducer {
 }
 
 fn instances(produces: &[&str]) -> Vec<(String, u64)> {
-    produces.iter().map(|s| (s.to_string(), if s.is_empty() { 0 } else { hash_str(s) })).collect()
+    produces
+        .iter()
+        .map(|s| (s.to_string(), if s.is_empty() { 0 } else { hash_str(s) }))
+        .collect()
 }
 
 /// A producer that reads `consumes`, spends its time and puts one `u64` per
 /// instance name in `produces`.
 pub fn producer(label: &str, timing: Timing, consumes: &[&str], produces: &[&str]) -> ModuleDesc {
     let cost = timing.cost_model();
-    let module = SyntheticProducer { timing, key: hash_str(label), instances: instances(produces) };
-    ModuleDesc::producer(label, module).consumes(consumes.iter().copied()).produces(produces.iter().copied()).cost_model(cost)
+    let module = SyntheticProducer {
+        timing,
+        key: hash_str(label),
+        instances: instances(produces),
+    };
+    ModuleDesc::producer(label, module)
+        .consumes(consumes.iter().copied())
+        .produces(produces.iter().copied())
+        .cost_model(cost)
 }
 
 /// A producer whose instances are built per clone (`cloned(n)`).
-pub fn cloned_producer(label: &str, n: u32, timing: Timing, consumes: &[&str], produces: &[&str]) -> ModuleDesc {
+pub fn cloned_producer(
+    label: &str,
+    n: u32,
+    timing: Timing,
+    consumes: &[&str],
+    produces: &[&str],
+) -> ModuleDesc {
     let cost = timing.cost_model();
     let key = hash_str(label);
     let inst = instances(produces);
     ModuleDesc::cloned(label, n, || {
-        crate::ModuleImpl::Producer(Box::new(SyntheticProducer { timing: timing.clone(), key, instances: inst.clone() }))
+        crate::ModuleImpl::Producer(Box::new(SyntheticProducer {
+            timing: timing.clone(),
+            key,
+            instances: inst.clone(),
+        }))
     })
     .consumes(consumes.iter().copied())
     .produces(produces.iter().copied())
@@ -237,12 +264,25 @@ impl Filter for SyntheticFilter {
 
 /// A filter that passes a fraction `pass_fraction` of events, chosen by a
 /// hash of the event id and `seed`.
-pub fn filter(label: &str, timing: Timing, consumes: &[&str], pass_fraction: f64, seed: u64) -> ModuleDesc {
+pub fn filter(
+    label: &str,
+    timing: Timing,
+    consumes: &[&str],
+    pass_fraction: f64,
+    seed: u64,
+) -> ModuleDesc {
     let cost = timing.cost_model();
-    ModuleDesc::filter(label, SyntheticFilter { timing, fraction: pass_fraction, seed })
-        .consumes(consumes.iter().copied())
-        .cost_model(cost)
-        .decision_model(Arc::new(move |id| passes_id(id, pass_fraction, seed)))
+    ModuleDesc::filter(
+        label,
+        SyntheticFilter {
+            timing,
+            fraction: pass_fraction,
+            seed,
+        },
+    )
+    .consumes(consumes.iter().copied())
+    .cost_model(cost)
+    .decision_model(Arc::new(move |id| passes_id(id, pass_fraction, seed)))
 }
 
 /// Accumulates an order-independent digest of everything it reads.
@@ -256,7 +296,8 @@ impl Accumulator {
     fn add(&self, ev: &Event<'_>, extra: u64) -> ModuleResult {
         let d = consumed_digest(ev)?;
         self.timing.spend(ev.index());
-        self.digest.fetch_add(mix(event_key(ev) ^ d ^ extra), Ordering::Relaxed);
+        self.digest
+            .fetch_add(mix(event_key(ev) ^ d ^ extra), Ordering::Relaxed);
         self.events.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -270,7 +311,10 @@ impl Analyzer for Accumulator {
 }
 impl Output for Accumulator {
     fn write(&self, ev: &Event<'_>, results: &TriggerResults) -> ModuleResult {
-        let bits = results.iter().enumerate().fold(0u64, |acc, (i, (_, a))| acc | (u64::from(a) << (i % 64)));
+        let bits = results
+            .iter()
+            .enumerate()
+            .fold(0u64, |acc, (i, (_, a))| acc | (u64::from(a) << (i % 64)));
         self.add(ev, mix(bits))
     }
 }
@@ -301,8 +345,17 @@ pub fn analyzer(label: &str, timing: Timing, consumes: &[&str]) -> ModuleDesc {
 pub fn analyzer_with_tally(label: &str, timing: Timing, consumes: &[&str]) -> (ModuleDesc, Tally) {
     let tally = Tally::default();
     let cost = timing.cost_model();
-    let module = Accumulator { timing, digest: tally.digest.clone(), events: tally.events.clone() };
-    (ModuleDesc::analyzer(label, module).consumes(consumes.iter().copied()).cost_model(cost), tally)
+    let module = Accumulator {
+        timing,
+        digest: tally.digest.clone(),
+        events: tally.events.clone(),
+    };
+    (
+        ModuleDesc::analyzer(label, module)
+            .consumes(consumes.iter().copied())
+            .cost_model(cost),
+        tally,
+    )
 }
 
 /// An output module that reads `consumes`, spends its time and tallies the
@@ -310,6 +363,15 @@ pub fn analyzer_with_tally(label: &str, timing: Timing, consumes: &[&str]) -> (M
 pub fn output_with_tally(label: &str, timing: Timing, consumes: &[&str]) -> (ModuleDesc, Tally) {
     let tally = Tally::default();
     let cost = timing.cost_model();
-    let module = Accumulator { timing, digest: tally.digest.clone(), events: tally.events.clone() };
-    (ModuleDesc::output(label, module).consumes(consumes.iter().copied()).cost_model(cost), tally)
+    let module = Accumulator {
+        timing,
+        digest: tally.digest.clone(),
+        events: tally.events.clone(),
+    };
+    (
+        ModuleDesc::output(label, module)
+            .consumes(consumes.iter().copied())
+            .cost_model(cost),
+        tally,
+    )
 }

@@ -40,10 +40,20 @@ pub struct Limiter {
 /// stable mean, few enough to stay fast).
 const CRITICAL_PATH_EVENTS: usize = 200;
 
-pub(crate) fn compute(graph: &Arc<Graph>, run: &ClockRun, model_costs: &Model, options: &SimOptions) -> Bounds {
+pub(crate) fn compute(
+    graph: &Arc<Graph>,
+    run: &ClockRun,
+    model_costs: &Model,
+    options: &SimOptions,
+) -> Bounds {
     let events = run.events.max(1) as f64;
     let work = run.module_busy_s.iter().sum::<f64>() / events;
-    let ids: Vec<_> = run.event_ids.iter().copied().take(CRITICAL_PATH_EVENTS).collect();
+    let ids: Vec<_> = run
+        .event_ids
+        .iter()
+        .copied()
+        .take(CRITICAL_PATH_EVENTS)
+        .collect();
     let replayed = ids.len().max(1) as f64;
     let unlimited = SimOptions {
         cores: graph.modules.len() + 1,
@@ -57,10 +67,13 @@ pub(crate) fn compute(graph: &Arc<Graph>, run: &ClockRun, model_costs: &Model, o
         decisions: model_costs.decisions.clone(),
         source: Box::new(Replay(ids.into_iter())),
     };
-    let critical_path = clock::run(graph.clone(), model, &unlimited).map(|r| r.simulated_s / replayed).unwrap_or(0.0);
+    let critical_path = clock::run(graph.clone(), model, &unlimited)
+        .map(|r| r.simulated_s / replayed)
+        .unwrap_or(0.0);
     let busiest = limiters(graph, run).into_iter().next();
-    let (busiest_resource, busiest_resource_s) =
-        busiest.map(|l| (Some(l.name), l.seconds_per_event)).unwrap_or((None, 0.0));
+    let (busiest_resource, busiest_resource_s) = busiest
+        .map(|l| (Some(l.name), l.seconds_per_event))
+        .unwrap_or((None, 0.0));
     let inv = |x: f64| if x > 0.0 { 1.0 / x } else { f64::INFINITY };
     let work_bound = options.cores as f64 * inv(work);
     let cp_bound = options.events_in_flight as f64 * inv(critical_path);
@@ -93,8 +106,13 @@ pub(crate) fn limiters(graph: &Graph, run: &ClockRun) -> Vec<Limiter> {
         }
     }
     for (r, name) in graph.resources.iter().enumerate() {
-        let busy: f64 =
-            graph.modules.iter().enumerate().filter(|(_, n)| n.resources.contains(&r)).map(|(m, _)| run.module_busy_s[m]).sum();
+        let busy: f64 = graph
+            .modules
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.resources.contains(&r))
+            .map(|(m, _)| run.module_busy_s[m])
+            .sum();
         if busy > 0.0 {
             out.push(Limiter {
                 name: format!("resource '{name}'"),

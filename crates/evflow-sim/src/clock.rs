@@ -11,8 +11,8 @@ use std::sync::Arc;
 use evflow_core::graph::Graph;
 use evflow_core::schedule::{Coordinator, EventState, Observer, Outcome, PathOutcome, Phase, Task};
 use evflow_core::{
-    CostModel, DecisionModel, EventId, ModuleKind, ModuleReport, PathReport, Report, RunError, Source, SourceProducts,
-    StepReport,
+    CostModel, DecisionModel, EventId, ModuleKind, ModuleReport, PathReport, Report, RunError,
+    Source, SourceProducts, StepReport,
 };
 
 use crate::SimOptions;
@@ -37,11 +37,19 @@ pub(crate) struct ClockRun {
     pub event_ids: Vec<EventId>,
 }
 
+/// Events visited and passed, per path, with the same per step.
+#[derive(Clone, Default)]
+struct PathTally {
+    visited: u64,
+    passed: u64,
+    steps: Vec<(u64, u64)>,
+}
+
 /// Counts finished events and path statistics, like the engine does.
 struct Tally {
     graph: Arc<Graph>,
     events: std::cell::Cell<u64>,
-    paths: std::cell::RefCell<Vec<(u64, u64, Vec<(u64, u64)>)>>,
+    paths: std::cell::RefCell<Vec<PathTally>>,
 }
 
 impl Observer for Tally {
@@ -56,34 +64,61 @@ impl Observer for Tally {
         for (p, path) in self.graph.paths.iter().enumerate() {
             state.path_outcome(p, &mut outcome);
             let entry = &mut paths[p];
-            entry.0 += 1;
-            entry.1 += u64::from(outcome.accepted);
+            entry.visited += 1;
+            entry.passed += u64::from(outcome.accepted);
             for &(m, passed) in &outcome.steps {
                 if let Some(i) = path.position(m) {
-                    entry.2[i].0 += 1;
-                    entry.2[i].1 += u64::from(passed);
+                    entry.steps[i].0 += 1;
+                    entry.steps[i].1 += u64::from(passed);
                 }
             }
         }
     }
 }
 
-#[derive(PartialEq, PartialOrd)]
+/// A simulated instant, totally ordered for the event heap.
 struct Time(f64);
+impl PartialEq for Time {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.total_cmp(&other.0).is_eq()
+    }
+}
 impl Eq for Time {}
+impl PartialOrd for Time {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 impl Ord for Time {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         self.0.total_cmp(&other.0)
     }
 }
 
-pub(crate) fn run(graph: Arc<Graph>, mut model: Model, options: &SimOptions) -> Result<ClockRun, RunError> {
+pub(crate) fn run(
+    graph: Arc<Graph>,
+    mut model: Model,
+    options: &SimOptions,
+) -> Result<ClockRun, RunError> {
     let k = options.events_in_flight;
-    let coordinator = Coordinator::new(graph.clone(), k, options.planner.as_ref().map(|make| make(&graph)));
+    let coordinator = Coordinator::new(
+        graph.clone(),
+        k,
+        options.planner.as_ref().map(|make| make(&graph)),
+    );
     let tally = Tally {
         graph: graph.clone(),
         events: std::cell::Cell::new(0),
-        paths: std::cell::RefCell::new(graph.paths.iter().map(|p| (0, 0, vec![(0, 0); p.steps.len()])).collect()),
+        paths: std::cell::RefCell::new(
+            graph
+                .paths
+                .iter()
+                .map(|p| PathTally {
+                    steps: vec![(0, 0); p.steps.len()],
+                    ..PathTally::default()
+                })
+                .collect(),
+        ),
     };
     let n_modules = graph.modules.len();
     let mut calls = vec![0u64; n_modules];
@@ -126,7 +161,9 @@ pub(crate) fn run(graph: Arc<Graph>, mut model: Model, options: &SimOptions) -> 
         }
         let Some(Reverse((Time(t), _, core))) = heap.pop() else {
             return Err(RunError::Failed {
-                error: evflow_core::JobError::Executor("simulation stalled: no task can run".into()),
+                error: evflow_core::JobError::Executor(
+                    "simulation stalled: no task can run".into(),
+                ),
                 report: Box::default(),
             });
         };
@@ -138,10 +175,15 @@ pub(crate) fn run(graph: Arc<Graph>, mut model: Model, options: &SimOptions) -> 
         match task {
             Task::Read { slot } => {
                 let mut products = SourceProducts::default();
-                let id = model.source.next_event(&mut products).map_err(|e| RunError::Failed {
-                    error: evflow_core::JobError::Source { message: e.to_string() },
-                    report: Box::default(),
-                })?;
+                let id = model
+                    .source
+                    .next_event(&mut products)
+                    .map_err(|e| RunError::Failed {
+                        error: evflow_core::JobError::Source {
+                            message: e.to_string(),
+                        },
+                        report: Box::default(),
+                    })?;
                 if let Some(id) = id {
                     slot_index[slot] = reads;
                     slot_id[slot] = id;
@@ -150,7 +192,12 @@ pub(crate) fn run(graph: Arc<Graph>, mut model: Model, options: &SimOptions) -> 
                 }
                 coordinator.read_done(slot, id, &mut out, &tally);
             }
-            Task::Module { slot, module, instance, phase } => {
+            Task::Module {
+                slot,
+                module,
+                instance,
+                phase,
+            } => {
                 modules_running -= 1;
                 if phase != Phase::Produce {
                     calls[module] += 1;
@@ -222,15 +269,19 @@ pub(crate) fn run(graph: Arc<Graph>, mut model: Model, options: &SimOptions) -> 
             .paths
             .iter()
             .zip(paths)
-            .map(|(path, (visited, passed, steps))| PathReport {
+            .map(|(path, tally)| PathReport {
                 name: path.name.clone(),
-                visited,
-                passed,
+                visited: tally.visited,
+                passed: tally.passed,
                 filters: path
                     .steps
                     .iter()
-                    .zip(steps)
-                    .map(|(&m, (visited, passed))| StepReport { label: graph.modules[m].label.clone(), visited, passed })
+                    .zip(tally.steps)
+                    .map(|(&m, (visited, passed))| StepReport {
+                        label: graph.modules[m].label.clone(),
+                        visited,
+                        passed,
+                    })
                     .collect(),
             })
             .collect(),
@@ -239,19 +290,41 @@ pub(crate) fn run(graph: Arc<Graph>, mut model: Model, options: &SimOptions) -> 
         stalls: Vec::new(),
         trace: Vec::new(),
     };
-    Ok(ClockRun { report, simulated_s: now, busy_s, profile, module_busy_s, events, event_ids })
+    Ok(ClockRun {
+        report,
+        simulated_s: now,
+        busy_s,
+        profile,
+        module_busy_s,
+        events,
+        event_ids,
+    })
 }
 
 /// Duration of a task that starts now.
-fn start(task: &Task, model: &Model, slot_index: &[u64], options: &SimOptions, running: &mut usize) -> f64 {
+fn start(
+    task: &Task,
+    model: &Model,
+    slot_index: &[u64],
+    options: &SimOptions,
+    running: &mut usize,
+) -> f64 {
     match *task {
         Task::Read { .. } => options.read_s,
-        Task::Module { slot, module, phase, .. } => {
+        Task::Module {
+            slot,
+            module,
+            phase,
+            ..
+        } => {
             *running += 1;
             if phase == Phase::Acquire {
                 return options.overhead_s;
             }
-            model.costs[module].as_ref().map_or(0.0, |cost| cost(slot_index[slot])) + options.overhead_s
+            model.costs[module]
+                .as_ref()
+                .map_or(0.0, |cost| cost(slot_index[slot]))
+                + options.overhead_s
         }
         Task::Transitions(_) | Task::Finished => 0.0,
     }
@@ -268,7 +341,10 @@ fn accumulate(profile: &mut Vec<f64>, running: usize, dt: f64) {
 pub(crate) struct Replay(pub std::vec::IntoIter<EventId>);
 
 impl Source for Replay {
-    fn next_event(&mut self, _: &mut SourceProducts) -> Result<Option<EventId>, evflow_core::ModuleError> {
+    fn next_event(
+        &mut self,
+        _: &mut SourceProducts,
+    ) -> Result<Option<EventId>, evflow_core::ModuleError> {
         Ok(self.0.next())
     }
 }

@@ -60,7 +60,13 @@ impl std::fmt::Debug for SimOptions {
 
 impl Default for SimOptions {
     fn default() -> Self {
-        Self { cores: 1, events_in_flight: 1, overhead_s: 0.0, read_s: 0.0, planner: None }
+        Self {
+            cores: 1,
+            events_in_flight: 1,
+            overhead_s: 0.0,
+            read_s: 0.0,
+            planner: None,
+        }
     }
 }
 
@@ -97,16 +103,22 @@ pub enum SimError {
 /// Simulates `process` on the machine described by `options`.
 pub fn simulate(mut process: Process, options: &SimOptions) -> Result<Simulation, SimError> {
     if options.cores == 0 || options.events_in_flight == 0 {
-        return Err(SimError::Options("cores and events in flight must be at least 1".into()));
+        return Err(SimError::Options(
+            "cores and events in flight must be at least 1".into(),
+        ));
     }
     if !(options.overhead_s >= 0.0 && options.read_s >= 0.0) {
-        return Err(SimError::Options("overhead and read time must be >= 0".into()));
+        return Err(SimError::Options(
+            "overhead and read time must be >= 0".into(),
+        ));
     }
     let graph = Arc::new(process.compile().map_err(RunError::from)?);
     let model = clock::Model {
         costs: process.cost_models(),
         decisions: process.decision_models(),
-        source: process.take_source().ok_or(RunError::Config(evflow_core::ConfigError::NoSource))?,
+        source: process
+            .take_source()
+            .ok_or(RunError::Config(evflow_core::ConfigError::NoSource))?,
     };
     let started = std::time::Instant::now();
     let costs_only = clock::Model {
@@ -121,8 +133,13 @@ pub fn simulate(mut process: Process, options: &SimOptions) -> Result<Simulation
     Ok(Simulation {
         cores: options.cores,
         simulated_s: run.simulated_s,
-        core_utilisation: run.busy_s / (options.cores as f64 * run.simulated_s.max(f64::MIN_POSITIVE)),
-        concurrency_profile: run.profile.iter().map(|t| t / run.simulated_s.max(f64::MIN_POSITIVE)).collect(),
+        core_utilisation: run.busy_s
+            / (options.cores as f64 * run.simulated_s.max(f64::MIN_POSITIVE)),
+        concurrency_profile: run
+            .profile
+            .iter()
+            .map(|t| t / run.simulated_s.max(f64::MIN_POSITIVE))
+            .collect(),
         report: run.report,
         bounds,
         limiters,

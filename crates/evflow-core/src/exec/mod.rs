@@ -17,8 +17,12 @@ use std::time::Instant;
 use crate::event::EventData;
 use crate::graph::{Graph, ModuleIdx};
 use crate::module::{Completion, ModuleImpl};
-use crate::report::{FailedEvent, ModuleReport, PathReport, Report, Stall, StepReport, TraceSlice, transition_name};
-use crate::schedule::{Coordinator, EventState, Observer, Outcome, PathOutcome, PathStatus, Phase, Task, Transition};
+use crate::report::{
+    FailedEvent, ModuleReport, PathReport, Report, Stall, StepReport, TraceSlice, transition_name,
+};
+use crate::schedule::{
+    Coordinator, EventState, Observer, Outcome, PathOutcome, PathStatus, Phase, Task, Transition,
+};
 use crate::source::{Source, SourceProducts};
 use crate::{ErrorPolicy, EventId, JobError, RunOptions, TriggerResults};
 
@@ -91,8 +95,16 @@ impl Engine {
             .map(|(i, _)| i)
             .collect();
         Self {
-            coordinator: Coordinator::new(graph.clone(), k, options.planner.as_ref().map(|make| make(&graph))),
-            stats: graph.modules.iter().map(|_| ModuleStats::default()).collect(),
+            coordinator: Coordinator::new(
+                graph.clone(),
+                k,
+                options.planner.as_ref().map(|make| make(&graph)),
+            ),
+            stats: graph
+                .modules
+                .iter()
+                .map(|_| ModuleStats::default())
+                .collect(),
             step_visited: (0..n_steps).map(|_| AtomicU64::new(0)).collect(),
             step_passed: (0..n_steps).map(|_| AtomicU64::new(0)).collect(),
             step_offset,
@@ -122,7 +134,9 @@ impl Engine {
         for (m, instances) in self.instances.iter().enumerate() {
             for inst in instances {
                 let t = inst.transitions();
-                let result = catch_unwind(AssertUnwindSafe(|| if begin { t.begin_job() } else { t.end_job() }));
+                let result = catch_unwind(AssertUnwindSafe(|| {
+                    if begin { t.begin_job() } else { t.end_job() }
+                }));
                 if let Some(message) = failure_message(result) {
                     return Err(JobError::Transition {
                         module: self.graph.modules[m].label.clone(),
@@ -137,12 +151,21 @@ impl Engine {
 
     /// Runs one task; appends the tasks that may start next. Returns true
     /// when the job is finished.
-    pub(crate) fn execute(self: &Arc<Self>, task: Task, out: &mut Vec<Task>, submit: &Arc<dyn Submit>, thread: usize) -> bool {
+    pub(crate) fn execute(
+        self: &Arc<Self>,
+        task: Task,
+        out: &mut Vec<Task>,
+        submit: &Arc<dyn Submit>,
+        thread: usize,
+    ) -> bool {
         match task {
             Task::Read { slot } => self.read(slot, out, thread),
-            Task::Module { slot, module, instance, phase } => {
-                self.run_module(slot, module, instance, phase, out, submit, thread)
-            }
+            Task::Module {
+                slot,
+                module,
+                instance,
+                phase,
+            } => self.run_module(slot, module, instance, phase, out, submit, thread),
             Task::Transitions(list) => self.transitions(&list, out, thread),
             Task::Finished => {
                 self.finished.store(true, Ordering::SeqCst);
@@ -181,19 +204,31 @@ impl Engine {
         self.coordinator.read_done(slot, id, out, self);
     }
 
-    fn store_event(&self, slot: usize, id: EventId, products: SourceProducts) -> Result<(), String> {
+    fn store_event(
+        &self,
+        slot: usize,
+        id: EventId,
+        products: SourceProducts,
+    ) -> Result<(), String> {
         let index = self.events_read.fetch_add(1, Ordering::Relaxed);
         let data = EventData::new(id, index, self.graph.products.len());
         for (instance, value) in products.items {
-            let Some(&p) = self.source_products.iter().find(|&&p| self.graph.products[p].tag.instance == instance)
+            let Some(&p) = self
+                .source_products
+                .iter()
+                .find(|&&p| self.graph.products[p].tag.instance == instance)
             else {
-                return Err(format!("the source put undeclared product instance '{instance}' in {id}"));
+                return Err(format!(
+                    "the source put undeclared product instance '{instance}' in {id}"
+                ));
             };
             if data.products[p].set(value).is_err() {
                 return Err(format!("the source put product '{instance}' twice in {id}"));
             }
         }
-        *self.slot_data[slot].lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(data));
+        *self.slot_data[slot]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(data));
         Ok(())
     }
 
@@ -208,31 +243,48 @@ impl Engine {
         submit: &Arc<dyn Submit>,
         thread: usize,
     ) {
-        let data = self.slot_data[slot].lock().unwrap_or_else(|p| p.into_inner()).clone().expect("event data of a running slot");
+        let data = self.slot_data[slot]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .expect("event data of a running slot");
         if self.coordinator.is_aborting() {
             // Cancelled: the job is stopping.
-            self.coordinator.module_done(slot, module, instance, Outcome::Failed, out, &**self);
+            self.coordinator
+                .module_done(slot, module, instance, Outcome::Failed, out, &**self);
             return;
         }
         if self.graph.modules[module].restricted() {
             self.end_stall(slot, module, data.id, thread);
         }
-        let event = crate::Event { data: &data, graph: &self.graph, module };
+        let event = crate::Event {
+            data: &data,
+            graph: &self.graph,
+            module,
+        };
         // Only external work needs to know who reports first.
         let settled = (phase == Phase::Acquire).then(|| Arc::new(AtomicBool::new(false)));
         let t0 = Instant::now();
-        let result = catch_unwind(AssertUnwindSafe(|| match (&self.instances[module][instance as usize], phase) {
-            (ModuleImpl::Producer(p), Phase::Acquire) => {
-                let settled = settled.clone().expect("acquire has a settle flag");
-                let completion = self.completion(slot, module, instance, data.id, settled, submit.clone());
-                p.acquire(&event, completion).map(|()| Outcome::Pass)
-            }
-            (ModuleImpl::Producer(p), _) => p.produce(&event).map(|()| Outcome::Pass),
-            (ModuleImpl::Filter(f), _) => f.filter(&event).map(|pass| if pass { Outcome::Pass } else { Outcome::Reject }),
-            (ModuleImpl::Analyzer(a), _) => a.analyze(&event).map(|()| Outcome::Pass),
-            (ModuleImpl::Output(o), _) => {
-                let results = data.trigger_results.get().expect("trigger results are set before end paths run");
-                o.write(&event, results).map(|()| Outcome::Pass)
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            match (&self.instances[module][instance as usize], phase) {
+                (ModuleImpl::Producer(p), Phase::Acquire) => {
+                    let settled = settled.clone().expect("acquire has a settle flag");
+                    let completion =
+                        self.completion(slot, module, instance, data.id, settled, submit.clone());
+                    p.acquire(&event, completion).map(|()| Outcome::Pass)
+                }
+                (ModuleImpl::Producer(p), _) => p.produce(&event).map(|()| Outcome::Pass),
+                (ModuleImpl::Filter(f), _) => f
+                    .filter(&event)
+                    .map(|pass| if pass { Outcome::Pass } else { Outcome::Reject }),
+                (ModuleImpl::Analyzer(a), _) => a.analyze(&event).map(|()| Outcome::Pass),
+                (ModuleImpl::Output(o), _) => {
+                    let results = data
+                        .trigger_results
+                        .get()
+                        .expect("trigger results are set before end paths run");
+                    o.write(&event, results).map(|()| Outcome::Pass)
+                }
             }
         }));
         let stats = &self.stats[module];
@@ -240,29 +292,44 @@ impl Engine {
         if phase != Phase::Produce {
             stats.calls.fetch_add(1, Ordering::Relaxed);
         }
-        stats.run_ns.fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
+        stats
+            .run_ns
+            .fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
         let planner = self.coordinator.planner();
         if planner.wants_cost(module) {
             planner.observe_cost(module, elapsed.as_secs_f64());
         }
         if self.trace.is_some() {
-            self.record_slice(&self.graph.modules[module].label, "module", thread, Some(data.id), t0);
+            self.record_slice(
+                &self.graph.modules[module].label,
+                "module",
+                thread,
+                Some(data.id),
+                t0,
+            );
         }
         let outcome = match result {
             Ok(Ok(outcome)) => outcome,
             Ok(Err(e)) => self.module_failed(module, data.id, e.to_string(), out),
-            Err(panic) => self.module_failed(module, data.id, format!("panic: {}", panic_message(&panic)), out),
+            Err(panic) => self.module_failed(
+                module,
+                data.id,
+                format!("panic: {}", panic_message(&panic)),
+                out,
+            ),
         };
         if phase == Phase::Acquire {
             // Whoever settles first reports: a failed acquire here, or the
             // completion later.
             let settled = settled.expect("acquire has a settle flag");
             if outcome == Outcome::Failed && !settled.swap(true, Ordering::SeqCst) {
-                self.coordinator.module_done(slot, module, instance, Outcome::Failed, out, &**self);
+                self.coordinator
+                    .module_done(slot, module, instance, Outcome::Failed, out, &**self);
             }
             return;
         }
-        self.coordinator.module_done(slot, module, instance, outcome, out, &**self);
+        self.coordinator
+            .module_done(slot, module, instance, outcome, out, &**self);
     }
 
     fn completion(
@@ -280,17 +347,34 @@ impl Engine {
             if settled.swap(true, Ordering::SeqCst) {
                 return;
             }
-            engine.stats[module].wait_ns.fetch_add(wait_start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            engine.stats[module]
+                .wait_ns
+                .fetch_add(wait_start.elapsed().as_nanos() as u64, Ordering::Relaxed);
             if engine.trace.is_some() {
                 // Waits get one track per event slot, apart from the worker threads.
-                engine.record_slice(&engine.graph.modules[module].label, "wait", 1000 + slot, Some(id), wait_start);
+                engine.record_slice(
+                    &engine.graph.modules[module].label,
+                    "wait",
+                    1000 + slot,
+                    Some(id),
+                    wait_start,
+                );
             }
             let mut out = Vec::new();
             match result {
-                Ok(()) => engine.coordinator.acquire_done(slot, module, instance, &mut out, &*engine),
+                Ok(()) => engine
+                    .coordinator
+                    .acquire_done(slot, module, instance, &mut out, &*engine),
                 Err(e) => {
                     engine.module_failed(module, id, e.to_string(), &mut out);
-                    engine.coordinator.module_done(slot, module, instance, Outcome::Failed, &mut out, &*engine);
+                    engine.coordinator.module_done(
+                        slot,
+                        module,
+                        instance,
+                        Outcome::Failed,
+                        &mut out,
+                        &*engine,
+                    );
                 }
             }
             for task in out {
@@ -299,15 +383,34 @@ impl Engine {
         })
     }
 
-    fn module_failed(&self, module: ModuleIdx, id: EventId, message: String, out: &mut Vec<Task>) -> Outcome {
+    fn module_failed(
+        &self,
+        module: ModuleIdx,
+        id: EventId,
+        message: String,
+        out: &mut Vec<Task>,
+    ) -> Outcome {
         self.stats[module].failures.fetch_add(1, Ordering::Relaxed);
         let label = self.graph.modules[module].label.clone();
         match self.policy {
             ErrorPolicy::SkipEvent => {
                 let mut failed = self.failed_events.lock().unwrap_or_else(|p| p.into_inner());
-                failed.push(FailedEvent { run: id.run, lumi: id.lumi, event: id.event, module: label, message });
+                failed.push(FailedEvent {
+                    run: id.run,
+                    lumi: id.lumi,
+                    event: id.event,
+                    module: label,
+                    message,
+                });
             }
-            ErrorPolicy::Fail => self.fail_job(JobError::Module { module: label, event: id, message }, out),
+            ErrorPolicy::Fail => self.fail_job(
+                JobError::Module {
+                    module: label,
+                    event: id,
+                    message,
+                },
+                out,
+            ),
         }
         Outcome::Failed
     }
@@ -336,7 +439,14 @@ impl Engine {
                     }));
                     if let Some(message) = failure_message(result) {
                         let module = self.graph.modules[m].label.clone();
-                        self.fail_job(JobError::Transition { module, transition: transition_name(t), message }, out);
+                        self.fail_job(
+                            JobError::Transition {
+                                module,
+                                transition: transition_name(t),
+                                message,
+                            },
+                            out,
+                        );
                         break 'all;
                     }
                 }
@@ -347,12 +457,25 @@ impl Engine {
     }
 
     fn end_stall(&self, slot: usize, module: ModuleIdx, id: EventId, thread: usize) {
-        let Some(since) = self.queued_at.lock().unwrap_or_else(|p| p.into_inner()).remove(&(slot, module)) else {
+        let Some(since) = self
+            .queued_at
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&(slot, module))
+        else {
             return;
         };
         let waited = since.elapsed();
-        self.stats[module].queue_ns.fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
-        self.record_slice(&self.graph.modules[module].label, "queued", thread, Some(id), since);
+        self.stats[module]
+            .queue_ns
+            .fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
+        self.record_slice(
+            &self.graph.modules[module].label,
+            "queued",
+            thread,
+            Some(id),
+            since,
+        );
         let node = &self.graph.modules[module];
         let mut stalls = self.stalls.lock().unwrap_or_else(|p| p.into_inner());
         let waited_s = waited.as_secs_f64();
@@ -360,7 +483,11 @@ impl Engine {
             let reason = if node.resources.is_empty() {
                 format!("{} queue", node.concurrency)
             } else {
-                let names: Vec<&str> = node.resources.iter().map(|&r| self.graph.resources[r].as_str()).collect();
+                let names: Vec<&str> = node
+                    .resources
+                    .iter()
+                    .map(|&r| self.graph.resources[r].as_str())
+                    .collect();
                 format!("exclusive resource {}", names.join(", "))
             };
             stalls.push(Stall {
@@ -376,23 +503,36 @@ impl Engine {
         }
     }
 
-    fn record_slice(&self, name: &str, category: &'static str, thread: usize, event: Option<EventId>, t0: Instant) {
+    fn record_slice(
+        &self,
+        name: &str,
+        category: &'static str,
+        thread: usize,
+        event: Option<EventId>,
+        t0: Instant,
+    ) {
         if let Some(trace) = &self.trace {
             let start_us = t0.duration_since(self.start).as_secs_f64() * 1e6;
             let duration_us = t0.elapsed().as_secs_f64() * 1e6;
-            trace.lock().unwrap_or_else(|p| p.into_inner()).push(TraceSlice {
-                name: name.to_string(),
-                category,
-                thread,
-                event,
-                start_us,
-                duration_us,
-            });
+            trace
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(TraceSlice {
+                    name: name.to_string(),
+                    category,
+                    thread,
+                    event,
+                    start_us,
+                    duration_us,
+                });
         }
     }
 
     pub(crate) fn take_job_error(&self) -> Option<JobError> {
-        self.job_error.lock().unwrap_or_else(|p| p.into_inner()).take()
+        self.job_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 
     pub(crate) fn report(&self, executor: &str, threads: usize, events_in_flight: usize) -> Report {
@@ -435,7 +575,11 @@ impl Engine {
                     .collect(),
             })
             .collect();
-        let mut failed_events = self.failed_events.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut failed_events = self
+            .failed_events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         failed_events.sort_by_key(|f| (f.run, f.lumi, f.event));
         Report {
             process: self.graph.process_name.clone(),
@@ -443,7 +587,11 @@ impl Engine {
             events,
             wall_s,
             cpu_s: 0.0,
-            throughput_ev_s: if wall_s > 0.0 { events as f64 / wall_s } else { 0.0 },
+            throughput_ev_s: if wall_s > 0.0 {
+                events as f64 / wall_s
+            } else {
+                0.0
+            },
             threads,
             events_in_flight,
             peak_events_in_flight: self.coordinator.peak_events_in_flight(),
@@ -453,26 +601,49 @@ impl Engine {
             paths,
             failed_events,
             orderings: self.coordinator.planner().history(),
-            stalls: self.stalls.lock().unwrap_or_else(|p| p.into_inner()).clone(),
-            trace: self.trace.as_ref().map(|t| std::mem::take(&mut *t.lock().unwrap_or_else(|p| p.into_inner()))).unwrap_or_default(),
+            stalls: self
+                .stalls
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+            trace: self
+                .trace
+                .as_ref()
+                .map(|t| std::mem::take(&mut *t.lock().unwrap_or_else(|p| p.into_inner())))
+                .unwrap_or_default(),
         }
     }
 }
 
 impl Observer for Engine {
     fn queued(&self, slot: usize, module: ModuleIdx) {
-        self.queued_at.lock().unwrap_or_else(|p| p.into_inner()).insert((slot, module), Instant::now());
+        self.queued_at
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((slot, module), Instant::now());
     }
 
     fn end_path_started(&self, slot: usize, state: &EventState) {
-        if let Some(data) = &*self.slot_data[slot].lock().unwrap_or_else(|p| p.into_inner()) {
-            let accepted = state.path_status().iter().map(|s| *s == PathStatus::Accepted).collect();
-            let _ = data.trigger_results.set(TriggerResults::new(self.graph.clone(), accepted));
+        if let Some(data) = &*self.slot_data[slot]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+        {
+            let accepted = state
+                .path_status()
+                .iter()
+                .map(|s| *s == PathStatus::Accepted)
+                .collect();
+            let _ = data
+                .trigger_results
+                .set(TriggerResults::new(self.graph.clone(), accepted));
         }
     }
 
     fn event_finished(&self, slot: usize, state: &EventState) {
-        let data = self.slot_data[slot].lock().unwrap_or_else(|p| p.into_inner()).take();
+        let data = self.slot_data[slot]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         if state.failed() {
             return;
         }

@@ -35,7 +35,9 @@ pub(crate) fn run(engine: Arc<Engine>) -> Result<(), String> {
             let task = match stack.pop() {
                 Some(task) => task,
                 // Only external work can still be under way: wait for it.
-                None => receiver.recv().map_err(|_| "external work never completed".to_string())?,
+                None => receiver
+                    .recv()
+                    .map_err(|_| "external work never completed".to_string())?,
             };
             let before = stack.len();
             if engine.execute(task, &mut stack, &submit, 0) {

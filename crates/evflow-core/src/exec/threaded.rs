@@ -58,7 +58,12 @@ pub(crate) fn run(engine: Arc<Engine>, threads: usize) -> Result<(), String> {
         .thread_name(|i| format!("evflow-worker-{i}"))
         .build()
         .map_err(|e| format!("cannot start {threads} threads: {e}"))?;
-    let pool = Arc::new(Pool { engine, pool, done: Mutex::new(false), done_signal: Condvar::new() });
+    let pool = Arc::new(Pool {
+        engine,
+        pool,
+        done: Mutex::new(false),
+        done_signal: Condvar::new(),
+    });
     let mut first = Vec::new();
     pool.engine.coordinator.begin(&mut first);
     for task in first {
@@ -66,7 +71,10 @@ pub(crate) fn run(engine: Arc<Engine>, threads: usize) -> Result<(), String> {
     }
     let mut done = pool.done.lock().unwrap_or_else(|p| p.into_inner());
     while !*done {
-        done = pool.done_signal.wait(done).unwrap_or_else(|p| p.into_inner());
+        done = pool
+            .done_signal
+            .wait(done)
+            .unwrap_or_else(|p| p.into_inner());
     }
     Ok(())
 }

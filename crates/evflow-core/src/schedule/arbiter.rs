@@ -37,7 +37,11 @@ impl<T: Copy> Arbiter<T> {
         }
         Self {
             running: vec![0; graph.modules.len()],
-            free_instances: graph.modules.iter().map(|m| (0..m.instances).rev().collect()).collect(),
+            free_instances: graph
+                .modules
+                .iter()
+                .map(|m| (0..m.instances).rev().collect())
+                .collect(),
             resource_busy: vec![false; graph.resources.len()],
             modules_of_resource,
             queues: (0..graph.modules.len()).map(|_| VecDeque::new()).collect(),
@@ -58,7 +62,13 @@ impl<T: Copy> Arbiter<T> {
 
     /// Records that `module` stopped running on `instance`; pushes the work
     /// that this admits, oldest first.
-    pub fn release(&mut self, graph: &Graph, module: ModuleIdx, instance: u32, grants: &mut Vec<Grant<T>>) {
+    pub fn release(
+        &mut self,
+        graph: &Graph,
+        module: ModuleIdx,
+        instance: u32,
+        grants: &mut Vec<Grant<T>>,
+    ) {
         self.running[module] -= 1;
         self.free_instances[module].push(instance);
         for &r in &graph.modules[module].resources {
@@ -67,10 +77,11 @@ impl<T: Copy> Arbiter<T> {
         loop {
             let mut best: Option<(u64, ModuleIdx)> = None;
             let mut consider = |m: ModuleIdx, this: &Self| {
-                if let Some(&(ticket, _)) = this.queues[m].front() {
-                    if best.is_none_or(|(t, _)| ticket < t) && this.can_run(graph, m) {
-                        best = Some((ticket, m));
-                    }
+                if let Some(&(ticket, _)) = this.queues[m].front()
+                    && best.is_none_or(|(t, _)| ticket < t)
+                    && this.can_run(graph, m)
+                {
+                    best = Some((ticket, m));
                 }
             };
             consider(module, self);
@@ -82,7 +93,11 @@ impl<T: Copy> Arbiter<T> {
             let Some((_, m)) = best else { break };
             let (_, item) = self.queues[m].pop_front().expect("queue checked non-empty");
             let instance = self.take(graph, m);
-            grants.push(Grant { module: m, instance, item });
+            grants.push(Grant {
+                module: m,
+                instance,
+                item,
+            });
         }
     }
 
@@ -92,7 +107,11 @@ impl<T: Copy> Arbiter<T> {
     }
 
     fn can_run(&self, graph: &Graph, m: ModuleIdx) -> bool {
-        self.running[m] < graph.modules[m].limit && graph.modules[m].resources.iter().all(|&r| !self.resource_busy[r])
+        self.running[m] < graph.modules[m].limit
+            && graph.modules[m]
+                .resources
+                .iter()
+                .all(|&r| !self.resource_busy[r])
     }
 
     fn take(&mut self, graph: &Graph, m: ModuleIdx) -> u32 {
@@ -100,6 +119,8 @@ impl<T: Copy> Arbiter<T> {
         for &r in &graph.modules[m].resources {
             self.resource_busy[r] = true;
         }
-        self.free_instances[m].pop().expect("a running count below the limit leaves a free instance")
+        self.free_instances[m]
+            .pop()
+            .expect("a running count below the limit leaves a free instance")
     }
 }

@@ -72,7 +72,11 @@ impl EventState {
             pending: vec![0; n],
             passed: vec![false; n],
             cursor: vec![0; graph.paths.len()],
-            plans: graph.paths.iter().map(|p| Arc::new(PathPlan::sequence(p.steps.iter().copied()))).collect(),
+            plans: graph
+                .paths
+                .iter()
+                .map(|p| Arc::new(PathPlan::sequence(p.steps.iter().copied())))
+                .collect(),
             rejected_seen: vec![false; graph.paths.len()],
             path_status: vec![PathStatus::Running; graph.paths.len()],
             undecided_paths: graph.paths.len(),
@@ -117,8 +121,18 @@ impl EventState {
     }
 
     /// Records that `module` ended with `outcome`; pushes what may run now.
-    pub fn module_done(&mut self, graph: &Graph, module: ModuleIdx, outcome: Outcome, ready: &mut Vec<ModuleIdx>) {
-        debug_assert_eq!(self.status[module], Status::Dispatched, "module {module} completed twice");
+    pub fn module_done(
+        &mut self,
+        graph: &Graph,
+        module: ModuleIdx,
+        outcome: Outcome,
+        ready: &mut Vec<ModuleIdx>,
+    ) {
+        debug_assert_eq!(
+            self.status[module],
+            Status::Dispatched,
+            "module {module} completed twice"
+        );
         self.dispatched -= 1;
         self.status[module] = Status::Done;
         match outcome {
@@ -142,7 +156,10 @@ impl EventState {
         }
         for &p in &graph.modules[module].paths {
             if self.path_status[p] == PathStatus::Running
-                && self.plans[p].groups.get(self.cursor[p] as usize).is_some_and(|g| g.contains(&module))
+                && self.plans[p]
+                    .groups
+                    .get(self.cursor[p] as usize)
+                    .is_some_and(|g| g.contains(&module))
             {
                 self.advance(graph, p, ready);
             }
@@ -202,7 +219,11 @@ impl EventState {
         loop {
             let g = self.cursor[p] as usize;
             let Some(group) = plan.groups.get(g) else {
-                let decision = if self.rejected_seen[p] { PathStatus::Rejected } else { PathStatus::Accepted };
+                let decision = if self.rejected_seen[p] {
+                    PathStatus::Rejected
+                } else {
+                    PathStatus::Accepted
+                };
                 self.decide(graph, p, decision, ready);
                 return;
             };
@@ -229,7 +250,13 @@ impl EventState {
         }
     }
 
-    fn decide(&mut self, graph: &Graph, p: PathIdx, decision: PathStatus, ready: &mut Vec<ModuleIdx>) {
+    fn decide(
+        &mut self,
+        graph: &Graph,
+        p: PathIdx,
+        decision: PathStatus,
+        ready: &mut Vec<ModuleIdx>,
+    ) {
         self.path_status[p] = decision;
         self.undecided_paths -= 1;
         if self.undecided_paths == 0 {
@@ -241,7 +268,10 @@ impl EventState {
         self.end_started = true;
         for step in &graph.end_steps {
             let selected = step.select.is_empty()
-                || step.select.iter().any(|&p| self.path_status[p] == PathStatus::Accepted);
+                || step
+                    .select
+                    .iter()
+                    .any(|&p| self.path_status[p] == PathStatus::Accepted);
             if selected && self.status[step.module] == Status::Idle {
                 self.end_pending += 1;
                 self.request(graph, step.module, ready);

@@ -44,7 +44,12 @@ pub enum Task {
     /// Run `module` (instance `instance`) on the event in `slot`; report with
     /// [`Coordinator::module_done`] (or [`Coordinator::acquire_done`] after
     /// the asynchronous step).
-    Module { slot: usize, module: ModuleIdx, instance: u32, phase: Phase },
+    Module {
+        slot: usize,
+        module: ModuleIdx,
+        instance: u32,
+        phase: Phase,
+    },
     /// Run these transitions; report with [`Coordinator::transitions_done`].
     Transitions(Vec<Transition>),
     /// Every event and transition is done.
@@ -81,11 +86,17 @@ pub struct Coordinator {
 }
 
 impl Coordinator {
-    pub fn new(graph: Arc<Graph>, events_in_flight: usize, planner: Option<Arc<dyn Planner>>) -> Self {
+    pub fn new(
+        graph: Arc<Graph>,
+        events_in_flight: usize,
+        planner: Option<Arc<dyn Planner>>,
+    ) -> Self {
         Self {
             planner: planner.unwrap_or_else(|| Arc::new(FixedPlanner::new(&graph))),
             started: AtomicU64::new(0),
-            slots: (0..events_in_flight).map(|_| Mutex::new(EventState::new(&graph))).collect(),
+            slots: (0..events_in_flight)
+                .map(|_| Mutex::new(EventState::new(&graph)))
+                .collect(),
             arbiter: Mutex::new(Arbiter::new(&graph)),
             source: Mutex::new(SourceControl::new(events_in_flight)),
             aborting: AtomicBool::new(false),
@@ -109,7 +120,13 @@ impl Coordinator {
     }
 
     /// The read into `slot` ended; `None` at the end of input.
-    pub fn read_done(&self, slot: usize, event: Option<EventId>, out: &mut Vec<Task>, obs: &impl Observer) {
+    pub fn read_done(
+        &self,
+        slot: usize,
+        event: Option<EventId>,
+        out: &mut Vec<Task>,
+        obs: &impl Observer,
+    ) {
         let mut steps = Vec::new();
         {
             let mut source = lock(&self.source);
@@ -173,7 +190,14 @@ impl Coordinator {
 
     /// The `Acquire` step of an external-work module succeeded and its
     /// external work completed: queue the `Produce` step.
-    pub fn acquire_done(&self, slot: usize, module: ModuleIdx, instance: u32, out: &mut Vec<Task>, obs: &impl Observer) {
+    pub fn acquire_done(
+        &self,
+        slot: usize,
+        module: ModuleIdx,
+        instance: u32,
+        out: &mut Vec<Task>,
+        obs: &impl Observer,
+    ) {
         self.release(module, instance, out);
         self.admit(slot, module, Phase::Produce, out, obs);
     }
@@ -218,25 +242,51 @@ impl Coordinator {
         lock(&self.arbiter).release(&self.graph, module, instance, &mut grants);
         for g in grants {
             let (slot, phase) = g.item;
-            out.push(Task::Module { slot, module: g.module, instance: g.instance, phase });
+            out.push(Task::Module {
+                slot,
+                module: g.module,
+                instance: g.instance,
+                phase,
+            });
         }
     }
 
     fn dispatch(&self, slot: usize, ready: &[ModuleIdx], out: &mut Vec<Task>, obs: &impl Observer) {
         for &m in ready {
-            let phase = if self.graph.modules[m].external_work { Phase::Acquire } else { Phase::Run };
+            let phase = if self.graph.modules[m].external_work {
+                Phase::Acquire
+            } else {
+                Phase::Run
+            };
             self.admit(slot, m, phase, out, obs);
         }
     }
 
-    fn admit(&self, slot: usize, module: ModuleIdx, phase: Phase, out: &mut Vec<Task>, obs: &impl Observer) {
+    fn admit(
+        &self,
+        slot: usize,
+        module: ModuleIdx,
+        phase: Phase,
+        out: &mut Vec<Task>,
+        obs: &impl Observer,
+    ) {
         if !self.graph.modules[module].restricted() {
-            out.push(Task::Module { slot, module, instance: 0, phase });
+            out.push(Task::Module {
+                slot,
+                module,
+                instance: 0,
+                phase,
+            });
             return;
         }
         let admitted = lock(&self.arbiter).request(&self.graph, module, (slot, phase));
         match admitted {
-            Some(instance) => out.push(Task::Module { slot, module, instance, phase }),
+            Some(instance) => out.push(Task::Module {
+                slot,
+                module,
+                instance,
+                phase,
+            }),
             None => obs.queued(slot, module),
         }
     }
@@ -252,7 +302,12 @@ impl Coordinator {
                     let finished = {
                         let mut state = lock(&self.slots[slot]);
                         let index = self.started.fetch_add(1, Ordering::Relaxed);
-                        state.start(&self.graph, index, |p| self.planner.plan(p, index), &mut ready);
+                        state.start(
+                            &self.graph,
+                            index,
+                            |p| self.planner.plan(p, index),
+                            &mut ready,
+                        );
                         if state.end_path_started() {
                             obs.end_path_started(slot, &state);
                         }

@@ -21,7 +21,10 @@ pub struct PathPlan {
 impl PathPlan {
     /// One step after the other, in the given order.
     pub fn sequence(order: impl IntoIterator<Item = ModuleIdx>) -> Self {
-        Self { groups: order.into_iter().map(|m| vec![m]).collect(), evaluate_all: false }
+        Self {
+            groups: order.into_iter().map(|m| vec![m]).collect(),
+            evaluate_all: false,
+        }
     }
     /// The modules in execution order.
     pub fn order(&self) -> impl Iterator<Item = ModuleIdx> + '_ {
@@ -75,7 +78,13 @@ pub struct FixedPlanner {
 
 impl FixedPlanner {
     pub fn new(graph: &Graph) -> Self {
-        Self { plans: graph.paths.iter().map(|p| Arc::new(PathPlan::sequence(p.steps.iter().copied()))).collect() }
+        Self {
+            plans: graph
+                .paths
+                .iter()
+                .map(|p| Arc::new(PathPlan::sequence(p.steps.iter().copied())))
+                .collect(),
+        }
     }
 }
 

@@ -81,7 +81,10 @@ impl SourceControl {
             match self.current.take() {
                 Some((run, lumi)) => {
                     self.in_transition = true;
-                    out.push(SourceStep::Transitions(vec![Transition::EndLumi(run, lumi), Transition::EndRun(run)]));
+                    out.push(SourceStep::Transitions(vec![
+                        Transition::EndLumi(run, lumi),
+                        Transition::EndRun(run),
+                    ]));
                 }
                 None => {
                     self.finished = true;
@@ -191,7 +194,13 @@ mod tests {
         assert_eq!(out, vec![SourceStep::Read(0)]);
         out.clear();
         sc.read_done(0, Some(EventId::new(1, 1, 1)), &mut out);
-        assert_eq!(out, vec![SourceStep::Transitions(vec![Transition::BeginRun(1), Transition::BeginLumi(1, 1)])]);
+        assert_eq!(
+            out,
+            vec![SourceStep::Transitions(vec![
+                Transition::BeginRun(1),
+                Transition::BeginLumi(1, 1)
+            ])]
+        );
         out.clear();
         sc.transitions_done(&mut out);
         assert_eq!(out, vec![SourceStep::Start(0), SourceStep::Read(1)]);
@@ -206,7 +215,13 @@ mod tests {
         sc.read_done(0, Some(EventId::new(1, 2, 3)), &mut out);
         assert!(out.is_empty(), "new lumi waits for event 2: {out:?}");
         sc.event_done(1, &mut out);
-        assert_eq!(out, vec![SourceStep::Transitions(vec![Transition::EndLumi(1, 1), Transition::BeginLumi(1, 2)])]);
+        assert_eq!(
+            out,
+            vec![SourceStep::Transitions(vec![
+                Transition::EndLumi(1, 1),
+                Transition::BeginLumi(1, 2)
+            ])]
+        );
         out.clear();
         sc.transitions_done(&mut out);
         assert_eq!(out, vec![SourceStep::Start(0), SourceStep::Read(1)]);
@@ -214,7 +229,13 @@ mod tests {
         sc.read_done(1, None, &mut out);
         assert!(out.is_empty());
         sc.event_done(0, &mut out);
-        assert_eq!(out, vec![SourceStep::Transitions(vec![Transition::EndLumi(1, 2), Transition::EndRun(1)])]);
+        assert_eq!(
+            out,
+            vec![SourceStep::Transitions(vec![
+                Transition::EndLumi(1, 2),
+                Transition::EndRun(1)
+            ])]
+        );
         out.clear();
         sc.transitions_done(&mut out);
         assert_eq!(out, vec![SourceStep::Finished]);
