@@ -64,6 +64,7 @@ pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
         overhead_s: args.overhead_ns * 1e-9,
         read_s: 0.0,
         planner: None,
+        trace: false,
     };
     let sim = evflow_sim::simulate(loaded.process, &options)
         .map_err(|e| format!("{}: {e}", args.config.display()))?;

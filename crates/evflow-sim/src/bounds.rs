@@ -61,6 +61,7 @@ pub(crate) fn compute(
         overhead_s: options.overhead_s,
         read_s: options.read_s,
         planner: options.planner.clone(),
+        trace: false,
     };
     let model = Model {
         costs: model_costs.costs.clone(),

@@ -1,8 +1,9 @@
 //! The simulated clock: executes the coordinator's tasks in simulated time.
 //!
-//! Like the threaded executor, a core that finishes a task goes on with the
-//! first task that completion made ready and leaves the others to idle cores
-//! (here: a shared FIFO queue, the order in which thieves steal).
+//! Like the threaded executor on rayon, a core that finishes a task goes on
+//! with the first task that completion made ready and pushes the others on
+//! its own deque; a core without work takes its own newest task, else steals
+//! the oldest task of another core, else takes from the injector.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -12,7 +13,7 @@ use evflow_core::graph::Graph;
 use evflow_core::schedule::{Coordinator, EventState, Observer, Outcome, PathOutcome, Phase, Task};
 use evflow_core::{
     CostModel, DecisionModel, EventId, ModuleKind, ModuleReport, PathReport, Report, RunError,
-    Source, SourceProducts, StepReport,
+    Source, SourceProducts, StepReport, TraceSlice,
 };
 
 use crate::SimOptions;
@@ -123,43 +124,33 @@ pub(crate) fn run(
     let n_modules = graph.modules.len();
     let mut calls = vec![0u64; n_modules];
     let mut module_busy_s = vec![0f64; n_modules];
-    let mut slot_index = vec![0u64; k];
-    let mut slot_id = vec![EventId::new(0, 0, 0); k];
+    let slot_index = vec![0u64; k];
+    let slot_id = vec![EventId::new(0, 0, 0); k];
     let mut event_ids = Vec::new();
     let mut reads = 0u64;
 
-    // (finish time, sequence for determinism, core), and what each core runs.
-    let mut heap: BinaryHeap<Reverse<(Time, u64, usize)>> = BinaryHeap::new();
-    let mut running: Vec<Option<Task>> = vec![None; options.cores];
-    let mut idle: Vec<usize> = (0..options.cores).rev().collect();
-    let mut queue: VecDeque<Task> = VecDeque::new();
-    let mut sequence = 0u64;
+    let mut machine = Machine::new(options.cores, options.trace);
     let mut now = 0.0f64;
     let mut last = 0.0f64;
-    let mut modules_running = 0usize;
     let mut profile = vec![0f64; 1];
-    let mut busy_s = 0.0;
     let mut first = Vec::new();
     coordinator.begin(&mut first);
-    queue.extend(first);
+    machine.injector.extend(first);
     let mut out = Vec::new();
     let mut finished = false;
+    let mut ctx_index = slot_index;
+    let mut ctx_id = slot_id;
 
     while !finished {
-        // Hand queued tasks to idle cores.
-        while let (Some(&core), false) = (idle.last(), queue.is_empty()) {
-            idle.pop();
-            let task = queue.pop_front().expect("checked non-empty");
-            let duration = start(&task, &model, &slot_index, options, &mut modules_running);
-            if let Task::Module { module, .. } = task {
-                module_busy_s[module] += duration;
-            }
-            busy_s += duration;
-            heap.push(Reverse((Time(now + duration), sequence, core)));
-            sequence += 1;
-            running[core] = Some(task);
+        {
+            let ctx = Costs {
+                costs: &model.costs,
+                slot_index: &ctx_index,
+                options,
+            };
+            machine.assign_idle(now, &ctx, &mut module_busy_s);
         }
-        let Some(Reverse((Time(t), _, core))) = heap.pop() else {
+        let Some(Reverse((Time(t), _, core))) = machine.heap.pop() else {
             return Err(RunError::Failed {
                 error: evflow_core::JobError::Executor(
                     "simulation stalled: no task can run".into(),
@@ -168,9 +159,11 @@ pub(crate) fn run(
             });
         };
         now = t;
-        accumulate(&mut profile, modules_running, now - last);
+        accumulate(&mut profile, machine.modules_running, now - last);
         last = now;
-        let task = running[core].take().expect("a finishing core runs a task");
+        let (task, started) = machine.running[core]
+            .take()
+            .expect("a finishing core runs a task");
         out.clear();
         match task {
             Task::Read { slot } => {
@@ -185,8 +178,8 @@ pub(crate) fn run(
                         report: Box::default(),
                     })?;
                 if let Some(id) = id {
-                    slot_index[slot] = reads;
-                    slot_id[slot] = id;
+                    ctx_index[slot] = reads;
+                    ctx_id[slot] = id;
                     event_ids.push(id);
                     reads += 1;
                 }
@@ -198,12 +191,22 @@ pub(crate) fn run(
                 instance,
                 phase,
             } => {
-                modules_running -= 1;
+                machine.modules_running -= 1;
                 if phase != Phase::Produce {
                     calls[module] += 1;
                 }
+                if let Some(trace) = &mut machine.trace {
+                    trace.push(TraceSlice {
+                        name: graph.modules[module].label.clone(),
+                        category: "module",
+                        thread: core,
+                        event: Some(ctx_id[slot]),
+                        start_us: started * 1e6,
+                        duration_us: (now - started) * 1e6,
+                    });
+                }
                 let outcome = match (&model.decisions[module], graph.modules[module].kind) {
-                    (Some(decide), ModuleKind::Filter) if !decide(slot_id[slot]) => Outcome::Reject,
+                    (Some(decide), ModuleKind::Filter) if !decide(ctx_id[slot]) => Outcome::Reject,
                     _ => Outcome::Pass,
                 };
                 if phase == Phase::Acquire {
@@ -215,26 +218,24 @@ pub(crate) fn run(
             Task::Transitions(_) => coordinator.transitions_done(&mut out, &tally),
             Task::Finished => finished = true,
         }
-        if let Some(pos) = out.iter().position(|t| *t == Task::Finished) {
-            out.remove(pos);
-            queue.push_front(Task::Finished);
-        }
+        // Like the threaded executor: go on with the first follow-up, leave
+        // the others on this core's deque for it (newest first) or thieves.
         let mut follow_ups = out.drain(..);
         match follow_ups.next() {
             Some(next) => {
-                let duration = start(&next, &model, &slot_index, options, &mut modules_running);
-                if let Task::Module { module, .. } = next {
-                    module_busy_s[module] += duration;
-                }
-                busy_s += duration;
-                heap.push(Reverse((Time(now + duration), sequence, core)));
-                sequence += 1;
-                running[core] = Some(next);
+                let ctx = Costs {
+                    costs: &model.costs,
+                    slot_index: &ctx_index,
+                    options,
+                };
+                machine.start(core, next, now, &ctx, &mut module_busy_s);
             }
-            None => idle.push(core),
+            None => machine.idle.push(core),
         }
-        queue.extend(follow_ups);
+        machine.deques[core].extend(follow_ups);
     }
+    let busy_s = machine.busy_s;
+    let trace = machine.trace.take().unwrap_or_default();
 
     let events = tally.events.get();
     let paths = tally.paths.into_inner();
@@ -288,7 +289,7 @@ pub(crate) fn run(
         failed_events: Vec::new(),
         orderings: coordinator.planner().history(),
         stalls: Vec::new(),
-        trace: Vec::new(),
+        trace,
     };
     Ok(ClockRun {
         report,
@@ -301,32 +302,116 @@ pub(crate) fn run(
     })
 }
 
-/// Duration of a task that starts now.
-fn start(
-    task: &Task,
-    model: &Model,
-    slot_index: &[u64],
-    options: &SimOptions,
-    running: &mut usize,
-) -> f64 {
-    match *task {
-        Task::Read { .. } => options.read_s,
-        Task::Module {
-            slot,
-            module,
-            phase,
-            ..
-        } => {
-            *running += 1;
-            if phase == Phase::Acquire {
-                return options.overhead_s;
+/// What a task's duration depends on.
+#[derive(Clone, Copy)]
+struct Costs<'a> {
+    costs: &'a [Option<CostModel>],
+    slot_index: &'a [u64],
+    options: &'a SimOptions,
+}
+
+impl Costs<'_> {
+    /// Duration of a task that starts now.
+    fn duration(&self, task: &Task) -> f64 {
+        match *task {
+            Task::Read { .. } => self.options.read_s,
+            Task::Module {
+                phase: Phase::Acquire,
+                ..
+            } => self.options.overhead_s,
+            Task::Module { slot, module, .. } => {
+                self.costs[module]
+                    .as_ref()
+                    .map_or(0.0, |cost| cost(self.slot_index[slot]))
+                    + self.options.overhead_s
             }
-            model.costs[module]
-                .as_ref()
-                .map_or(0.0, |cost| cost(slot_index[slot]))
-                + options.overhead_s
+            Task::Transitions(_) | Task::Finished => 0.0,
         }
-        Task::Transitions(_) | Task::Finished => 0.0,
+    }
+}
+
+/// The simulated cores: what each runs (and since when), their deques of
+/// spawned tasks, the injector for tasks from outside, and the clock's
+/// pending completions.
+struct Machine {
+    heap: BinaryHeap<Reverse<(Time, u64, usize)>>,
+    running: Vec<Option<(Task, f64)>>,
+    idle: Vec<usize>,
+    deques: Vec<VecDeque<Task>>,
+    injector: VecDeque<Task>,
+    sequence: u64,
+    modules_running: usize,
+    busy_s: f64,
+    trace: Option<Vec<TraceSlice>>,
+}
+
+impl Machine {
+    fn new(cores: usize, trace: bool) -> Self {
+        Self {
+            heap: BinaryHeap::new(),
+            running: vec![None; cores],
+            idle: (0..cores).rev().collect(),
+            deques: vec![VecDeque::new(); cores],
+            injector: VecDeque::new(),
+            sequence: 0,
+            modules_running: 0,
+            busy_s: 0.0,
+            trace: trace.then(Vec::new),
+        }
+    }
+
+    fn start(
+        &mut self,
+        core: usize,
+        task: Task,
+        now: f64,
+        costs: &Costs<'_>,
+        module_busy_s: &mut [f64],
+    ) {
+        let duration = costs.duration(&task);
+        if let Task::Module { module, .. } = task {
+            self.modules_running += 1;
+            module_busy_s[module] += duration;
+            self.busy_s += duration;
+        }
+        self.heap
+            .push(Reverse((Time(now + duration), self.sequence, core)));
+        self.sequence += 1;
+        self.running[core] = Some((task, now));
+    }
+
+    /// Work-stealing order of a rayon worker: its own deque newest first,
+    /// then the oldest task of another core, then the injector.
+    fn find_work(&mut self, core: usize) -> Option<Task> {
+        if let Some(task) = self.deques[core].pop_back() {
+            return Some(task);
+        }
+        let n = self.deques.len();
+        for offset in 1..n {
+            if let Some(task) = self.deques[(core + offset) % n].pop_front() {
+                return Some(task);
+            }
+        }
+        self.injector.pop_front()
+    }
+
+    fn assign_idle(&mut self, now: f64, costs: &Costs<'_>, module_busy_s: &mut [f64]) {
+        let mut still_idle = Vec::new();
+        while let Some(core) = self.idle.pop() {
+            match self.find_work(core) {
+                Some(task) => self.start(core, task, now, costs, module_busy_s),
+                None => {
+                    still_idle.push(core);
+                    // Nothing queued anywhere: the other idle cores find nothing either.
+                    if self.injector.is_empty() && self.deques.iter().all(VecDeque::is_empty) {
+                        break;
+                    }
+                }
+            }
+        }
+        // Keep the lowest-numbered idle core first, for determinism.
+        self.idle.extend(still_idle.into_iter().rev());
+        self.idle.sort_unstable_by(|a, b| b.cmp(a));
     }
 }
 

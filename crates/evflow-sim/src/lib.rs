@@ -45,6 +45,8 @@ pub struct SimOptions {
     pub read_s: f64,
     /// Order reorderable paths with this planner (default: written order).
     pub planner: Option<evflow_core::PlannerFactory>,
+    /// Record every simulated module execution in `report.trace`.
+    pub trace: bool,
 }
 
 impl std::fmt::Debug for SimOptions {
@@ -66,6 +68,7 @@ impl Default for SimOptions {
             overhead_s: 0.0,
             read_s: 0.0,
             planner: None,
+            trace: false,
         }
     }
 }

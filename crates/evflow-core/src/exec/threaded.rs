@@ -42,11 +42,10 @@ fn run_loop(pool: &Arc<Pool>, first: Task) {
         }
         // Keep the first follow-up here (depth first: an event's next module
         // runs while its products are warm); let idle threads steal the rest.
-        if !out.is_empty() {
-            next = Some(out.swap_remove(0));
-            for task in out.drain(..) {
-                spawn(pool, task);
-            }
+        let mut follow_ups = out.drain(..);
+        next = follow_ups.next();
+        for task in follow_ups {
+            spawn(pool, task);
         }
     }
 }

@@ -1,0 +1,204 @@
+//! The simulator and the threaded executor take the same scheduling
+//! decisions: they share the coordinator, and the simulated cores follow the
+//! threaded executor's task order (inline first follow-up, own deque newest
+//! first, steal oldest).
+
+use std::collections::BTreeMap;
+
+use evflow_core::synthetic::{self, Timing, Work};
+use evflow_core::{Concurrency, EmptySource, Process, Report, RunOptions};
+use evflow_sim::{SimOptions, simulate};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// A random process: producers in a DAG, some serial, cloned or exclusive,
+/// filters on two paths (one shared between them), an output on an end path.
+fn random_process(seed: u64, events: u64, seconds: f64) -> Process {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut p = Process::new("random");
+    p.set_source(EmptySource::new(events).events_per_lumi(7).lumis_per_run(3));
+    let n = rng.gen_range(6..20);
+    let labels: Vec<String> = (0..n).map(|i| format!("m{i}")).collect();
+    let timing = Timing::constant(seconds, Work::Busy);
+    for i in 0..n {
+        let mut consumes: Vec<&str> = Vec::new();
+        for j in 0..i {
+            if rng.gen_bool(0.25) {
+                consumes.push(&labels[j]);
+            }
+        }
+        let desc = match rng.gen_range(0..6) {
+            0 => synthetic::producer(&labels[i], timing.clone(), &consumes, &[""])
+                .concurrency(Concurrency::Serial),
+            1 => synthetic::producer(&labels[i], timing.clone(), &consumes, &[""])
+                .concurrency(Concurrency::Exclusive(vec!["legacy".into()])),
+            2 => synthetic::cloned_producer(&labels[i], 2, timing.clone(), &consumes, &[""]),
+            _ => synthetic::producer(&labels[i], timing.clone(), &consumes, &[""]),
+        };
+        p.add(desc);
+    }
+    let pick = |rng: &mut ChaCha8Rng| labels[rng.gen_range(0..n)].clone();
+    let (a, b, c) = (pick(&mut rng), pick(&mut rng), pick(&mut rng));
+    p.add(synthetic::filter("fa", timing.clone(), &[&a], 0.7, 1));
+    p.add(synthetic::filter("fb", timing.clone(), &[&b], 0.5, 2));
+    p.add(synthetic::filter("fc", timing.clone(), &[&c], 0.8, 3));
+    p.path("p1", ["fa", "fb"]);
+    p.path("p2", ["fc", "fa"]);
+    let (out, _) = synthetic::output_with_tally("out", timing, &[&a, &c]);
+    p.add(out.select_events(["p1"]).concurrency(Concurrency::Serial));
+    p.end_path("e", ["out"]);
+    p
+}
+
+fn execution_order(report: &Report) -> Vec<(String, u64)> {
+    report
+        .trace
+        .iter()
+        .filter(|s| s.category == "module")
+        .map(|s| (s.name.clone(), s.event.map(|e| e.event).unwrap_or(0)))
+        .collect()
+}
+
+fn executions_per_event(report: &Report) -> BTreeMap<u64, Vec<String>> {
+    let mut map: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    for (name, event) in execution_order(report) {
+        map.entry(event).or_default().push(name);
+    }
+    for v in map.values_mut() {
+        v.sort();
+    }
+    map
+}
+
+fn path_counts(report: &Report) -> Vec<(String, u64, u64, Vec<(String, u64, u64)>)> {
+    report
+        .paths
+        .iter()
+        .map(|p| {
+            let steps = p
+                .filters
+                .iter()
+                .map(|f| (f.label.clone(), f.visited, f.passed))
+                .collect();
+            (p.name.clone(), p.visited, p.passed, steps)
+        })
+        .collect()
+}
+
+#[test]
+fn one_core_executes_tasks_in_the_threaded_executors_order() {
+    for seed in 0..20 {
+        for k in [1, 2, 4] {
+            let run_opts = RunOptions {
+                threads: 1,
+                events_in_flight: k,
+                trace: true,
+                ..RunOptions::default()
+            };
+            let real = evflow_core::run(random_process(seed, 30, 0.0), &run_opts).unwrap();
+            let sim_opts = SimOptions {
+                cores: 1,
+                events_in_flight: k,
+                trace: true,
+                ..SimOptions::default()
+            };
+            let sim = simulate(random_process(seed, 30, 0.0), &sim_opts).unwrap();
+            assert_eq!(
+                execution_order(&real),
+                execution_order(&sim.report),
+                "seed {seed}, {k} events in flight: the simulated order differs"
+            );
+            assert_eq!(path_counts(&real), path_counts(&sim.report), "seed {seed}");
+        }
+    }
+}
+
+#[test]
+fn many_cores_run_the_same_modules_for_every_event() {
+    for seed in 20..35 {
+        let run_opts = RunOptions {
+            threads: 4,
+            events_in_flight: 6,
+            trace: true,
+            ..RunOptions::default()
+        };
+        let real = evflow_core::run(random_process(seed, 40, 20e-6), &run_opts).unwrap();
+        let sim_opts = SimOptions {
+            cores: 4,
+            events_in_flight: 6,
+            trace: true,
+            ..SimOptions::default()
+        };
+        let sim = simulate(random_process(seed, 40, 20e-6), &sim_opts).unwrap();
+        assert_eq!(
+            executions_per_event(&real),
+            executions_per_event(&sim.report),
+            "seed {seed}"
+        );
+        assert_eq!(path_counts(&real), path_counts(&sim.report), "seed {seed}");
+        let calls = |r: &Report| {
+            r.modules
+                .iter()
+                .map(|m| (m.label.clone(), m.calls))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(calls(&real), calls(&sim.report), "seed {seed}");
+        assert!(sim.report.peak_events_in_flight <= 6);
+    }
+}
+
+#[test]
+fn throughput_bounds_hold_for_a_chain_and_a_fan() {
+    // A chain of 4 modules of 1 ms: critical path 4 ms, work 4 ms.
+    let mut chain = Process::new("chain");
+    chain.set_source(EmptySource::new(100));
+    let t = Timing::constant(0.001, Work::Busy);
+    chain.add(synthetic::producer("a", t.clone(), &[], &[""]));
+    chain.add(synthetic::producer("b", t.clone(), &["a"], &[""]));
+    chain.add(synthetic::producer("c", t.clone(), &["b"], &[""]));
+    chain.add(synthetic::filter("d", t.clone(), &["c"], 1.0, 0));
+    chain.path("p", ["d"]);
+    let sim = simulate(
+        chain,
+        &SimOptions {
+            cores: 8,
+            events_in_flight: 2,
+            ..SimOptions::default()
+        },
+    )
+    .unwrap();
+    assert!((sim.bounds.critical_path_s - 0.004).abs() < 1e-9);
+    assert!((sim.bounds.work_per_event_s - 0.004).abs() < 1e-9);
+    // Two events in flight on a 4 ms critical path: 500 events/s at most, and reached.
+    assert!(
+        (sim.report.throughput_ev_s - 500.0).abs() / 500.0 < 0.02,
+        "{}",
+        sim.report.throughput_ev_s
+    );
+
+    // A serial module of 1 ms limits any machine to 1000 events/s.
+    let mut fan = Process::new("fan");
+    fan.set_source(EmptySource::new(400));
+    fan.add(synthetic::producer("s", t.clone(), &[], &[""]).concurrency(Concurrency::Serial));
+    fan.add(synthetic::producer("x", t.clone(), &[], &[""]));
+    fan.add(synthetic::filter("f", Timing::zero(), &["s", "x"], 1.0, 0));
+    fan.path("p", ["f"]);
+    let sim = simulate(
+        fan,
+        &SimOptions {
+            cores: 16,
+            events_in_flight: 16,
+            ..SimOptions::default()
+        },
+    )
+    .unwrap();
+    assert!((sim.bounds.resource_bound_ev_s - 1000.0).abs() < 1e-6);
+    assert!(sim.report.throughput_ev_s <= 1000.0 * 1.0001);
+    assert!(
+        sim.report.throughput_ev_s > 950.0,
+        "{}",
+        sim.report.throughput_ev_s
+    );
+    assert!(sim.limiters[0].name.contains("'s'"));
+    assert!(sim.limiters[0].busy_fraction > 0.95);
+}
