@@ -58,6 +58,7 @@ mod event;
 mod exec;
 pub mod graph;
 mod module;
+pub mod ordering;
 mod process;
 mod report;
 pub mod schedule;

@@ -89,8 +89,10 @@ pub trait Producer: Transitions {
     /// [`ModuleDesc::external_work`](crate::ModuleDesc::external_work)):
     /// start work elsewhere (an accelerator, a remote service) and return at
     /// once. Call [`Completion::finish`] when it is done, from any thread;
-    /// the engine then calls [`Producer::produce`]. No engine thread waits in
-    /// between.
+    /// once `acquire` has returned and the work is done, the engine calls
+    /// [`Producer::produce`] on the same instance. No engine thread waits in
+    /// between; a serial, cloned or exclusive module keeps its instance (and
+    /// resources) during the wait.
     fn acquire(&self, _event: &Event<'_>, done: Completion) -> ModuleResult {
         done.finish(Ok(()));
         Ok(())

@@ -682,6 +682,12 @@ fn path_precedence(
 }
 
 fn check_concurrency(m: &ModuleDesc) -> Result<(), ConfigError> {
+    if matches!(m.kind, ModuleKind::Analyzer | ModuleKind::Output) && !m.produces.is_empty() {
+        return Err(ConfigError::InvalidModule {
+            module: m.label.clone(),
+            reason: format!("a {} cannot put products; make it a producer", m.kind),
+        });
+    }
     let bad = |reason: &str| {
         Err(ConfigError::InvalidConcurrency {
             module: m.label.clone(),

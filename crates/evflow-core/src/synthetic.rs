@@ -34,6 +34,10 @@ pub struct Timing {
     times: Arc<[f64]>,
     scale: f64,
     work: Work,
+    /// `(fraction, seed)`: each event's time is multiplied by a factor
+    /// drawn uniformly in `[1 − fraction, 1 + fraction]` by a hash of the
+    /// event index ([`Timing::with_jitter`]).
+    jitter: Option<(f64, u64)>,
 }
 
 impl Timing {
@@ -43,7 +47,25 @@ impl Timing {
         } else {
             Arc::from(times)
         };
-        Self { times, scale, work }
+        Self {
+            times,
+            scale,
+            work,
+            jitter: None,
+        }
+    }
+    /// Varies the time per event: event `i` takes its time multiplied by a
+    /// factor in `[1 − fraction, 1 + fraction]` (uniform, from a hash of
+    /// `i` and `seed`), so the mean is unchanged. `fraction` is clamped to
+    /// `[0, 1]`.
+    pub fn with_jitter(mut self, fraction: f64, seed: u64) -> Self {
+        let fraction = if fraction.is_finite() {
+            fraction.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        self.jitter = (fraction > 0.0).then_some((fraction, seed));
+        self
     }
     pub fn constant(seconds: f64, work: Work) -> Self {
         Self::new(vec![seconds], 1.0, work)
@@ -53,7 +75,14 @@ impl Timing {
     }
     /// Seconds this module takes on the event with job index `index`.
     pub fn seconds(&self, index: u64) -> f64 {
-        self.times[(index % self.times.len() as u64) as usize] * self.scale
+        let base = self.times[(index % self.times.len() as u64) as usize] * self.scale;
+        match self.jitter {
+            None => base,
+            Some((fraction, seed)) => {
+                let u = (mix(index ^ mix(seed)) >> 11) as f64 / (1u64 << 53) as f64;
+                base * (1.0 + fraction * (2.0 * u - 1.0))
+            }
+        }
     }
     pub fn work(&self) -> Work {
         self.work
@@ -374,4 +403,77 @@ pub fn output_with_tally(label: &str, timing: Timing, consumes: &[&str]) -> (Mod
             .cost_model(cost),
         tally,
     )
+}
+
+/// The decision of a hash filter ([`filter`]) as a model: passes a fraction
+/// `pass_fraction` of the events, chosen by a hash of the event id and `seed`.
+pub fn fraction_decision(pass_fraction: f64, seed: u64) -> crate::DecisionModel {
+    Arc::new(move |id| passes_id(id, pass_fraction, seed))
+}
+
+/// A decision correlated with another: passes whenever `base` passes,
+/// otherwise with probability `otherwise` (by a hash of the event id and
+/// `seed`). Its pass fraction is `P(base) + (1 − P(base)) · otherwise`;
+/// applied after `base` it passes every event: it removes nothing more,
+/// a correlation that an order chosen from marginal pass rates misses.
+pub fn correlated_decision(
+    base: crate::DecisionModel,
+    otherwise: f64,
+    seed: u64,
+) -> crate::DecisionModel {
+    Arc::new(move |id| base(id) || passes_id(id, otherwise, seed))
+}
+
+/// A decision that changes during the job: `before` for events numbered
+/// below `from_event`, `after` from it on (pass rates that drift).
+pub fn drifting_decision(
+    before: crate::DecisionModel,
+    after: crate::DecisionModel,
+    from_event: u64,
+) -> crate::DecisionModel {
+    Arc::new(move |id| {
+        if id.event < from_event {
+            before(id)
+        } else {
+            after(id)
+        }
+    })
+}
+
+struct DecidingFilter {
+    timing: Timing,
+    decision: crate::DecisionModel,
+}
+
+impl Transitions for DecidingFilter {}
+impl Filter for DecidingFilter {
+    fn filter(&self, ev: &Event<'_>) -> ModuleResult<bool> {
+        consumed_digest(ev)?;
+        self.timing.spend(ev.index());
+        Ok((self.decision)(ev.id()))
+    }
+}
+
+/// A filter that spends its time and decides by `decision`, a
+/// deterministic function of the event id (for example
+/// [`correlated_decision`], [`drifting_decision`], or a cut on a column of
+/// an event table). The decision is also its decision model, so the
+/// simulator predicts it exactly.
+pub fn filter_with_decision(
+    label: &str,
+    timing: Timing,
+    consumes: &[&str],
+    decision: crate::DecisionModel,
+) -> ModuleDesc {
+    let cost = timing.cost_model();
+    ModuleDesc::filter(
+        label,
+        DecidingFilter {
+            timing,
+            decision: decision.clone(),
+        },
+    )
+    .consumes(consumes.iter().copied())
+    .cost_model(cost)
+    .decision_model(decision)
 }

@@ -41,6 +41,34 @@ struct ModuleStats {
     failures: AtomicU64,
 }
 
+/// Meeting point of an external-work module's two signals.
+#[derive(Default)]
+struct Rendezvous {
+    /// Signals still to come: `acquire` returning, and the completion.
+    arrived: AtomicU64,
+    acquire_error: Mutex<Option<String>>,
+    acquire_returned: Mutex<Option<Instant>>,
+    completion: Mutex<Option<(crate::ModuleResult, Instant)>>,
+}
+
+impl Rendezvous {
+    /// Records one signal; true for the second (who then goes on).
+    fn arrive(&self) -> bool {
+        self.arrived.fetch_add(1, Ordering::AcqRel) == 1
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The run and luminosity block a module instance has begun and not ended.
+#[derive(Clone, Copy, Default)]
+struct OpenBlocks {
+    run: Option<u32>,
+    lumi: Option<(u32, u32)>,
+}
+
 /// How many of the longest stalls a report keeps.
 const STALLS_KEPT: usize = 20;
 
@@ -71,6 +99,8 @@ pub(crate) struct Engine {
     /// When restricted work was queued, by (slot, module).
     queued_at: Mutex<std::collections::HashMap<(usize, ModuleIdx), Instant>>,
     stalls: Mutex<Vec<Stall>>,
+    /// Per module and instance: what its hooks have opened.
+    open_transitions: Mutex<Vec<Vec<OpenBlocks>>>,
 }
 
 impl Engine {
@@ -87,6 +117,10 @@ impl Engine {
             step_offset.push(n_steps);
             n_steps += p.steps.len();
         }
+        let open = instances
+            .iter()
+            .map(|i| vec![OpenBlocks::default(); i.len()])
+            .collect();
         let source_products = graph
             .products
             .iter()
@@ -126,6 +160,7 @@ impl Engine {
             finished: AtomicBool::new(false),
             queued_at: Mutex::new(std::collections::HashMap::new()),
             stalls: Mutex::new(Vec::new()),
+            open_transitions: Mutex::new(open),
         }
     }
 
@@ -262,15 +297,22 @@ impl Engine {
             graph: &self.graph,
             module,
         };
-        // Only external work needs to know who reports first.
-        let settled = (phase == Phase::Acquire).then(|| Arc::new(AtomicBool::new(false)));
+        // External work goes on only once acquire returned *and* the work
+        // completed, in whichever order.
+        let rendezvous = (phase == Phase::Acquire).then(|| Arc::new(Rendezvous::default()));
         let t0 = Instant::now();
         let result = catch_unwind(AssertUnwindSafe(|| {
             match (&self.instances[module][instance as usize], phase) {
                 (ModuleImpl::Producer(p), Phase::Acquire) => {
-                    let settled = settled.clone().expect("acquire has a settle flag");
-                    let completion =
-                        self.completion(slot, module, instance, data.id, settled, submit.clone());
+                    let rendezvous = rendezvous.clone().expect("acquire has a rendezvous");
+                    let completion = self.completion(
+                        slot,
+                        module,
+                        instance,
+                        data.id,
+                        rendezvous,
+                        submit.clone(),
+                    );
                     p.acquire(&event, completion).map(|()| Outcome::Pass)
                 }
                 (ModuleImpl::Producer(p), _) => p.produce(&event).map(|()| Outcome::Pass),
@@ -308,26 +350,23 @@ impl Engine {
                 t0,
             );
         }
-        let outcome = match result {
-            Ok(Ok(outcome)) => outcome,
-            Ok(Err(e)) => self.module_failed(module, data.id, e.to_string(), out),
-            Err(panic) => self.module_failed(
-                module,
-                data.id,
-                format!("panic: {}", panic_message(&panic)),
-                out,
-            ),
+        let failure = match &result {
+            Ok(Ok(_)) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(panic) => Some(format!("panic: {}", panic_message(panic))),
         };
-        if phase == Phase::Acquire {
-            // Whoever settles first reports: a failed acquire here, or the
-            // completion later.
-            let settled = settled.expect("acquire has a settle flag");
-            if outcome == Outcome::Failed && !settled.swap(true, Ordering::SeqCst) {
-                self.coordinator
-                    .module_done(slot, module, instance, Outcome::Failed, out, &**self);
+        if let Some(rendezvous) = rendezvous {
+            *lock(&rendezvous.acquire_error) = failure;
+            *lock(&rendezvous.acquire_returned) = Some(Instant::now());
+            if rendezvous.arrive() {
+                self.external_ready(slot, module, instance, data.id, &rendezvous, out);
             }
             return;
         }
+        let outcome = match (result, failure) {
+            (Ok(Ok(outcome)), _) => outcome,
+            (_, message) => self.module_failed(module, data.id, message.unwrap_or_default(), out),
+        };
         self.coordinator
             .module_done(slot, module, instance, outcome, out, &**self);
     }
@@ -338,49 +377,59 @@ impl Engine {
         module: ModuleIdx,
         instance: u32,
         id: EventId,
-        settled: Arc<AtomicBool>,
+        rendezvous: Arc<Rendezvous>,
         submit: Arc<dyn Submit>,
     ) -> Completion {
         let engine = self.clone();
-        let wait_start = Instant::now();
         Completion::new(move |result| {
-            if settled.swap(true, Ordering::SeqCst) {
-                return;
-            }
-            engine.stats[module]
-                .wait_ns
-                .fetch_add(wait_start.elapsed().as_nanos() as u64, Ordering::Relaxed);
-            if engine.trace.is_some() {
-                // Waits get one track per event slot, apart from the worker threads.
-                engine.record_slice(
-                    &engine.graph.modules[module].label,
-                    "wait",
-                    1000 + slot,
-                    Some(id),
-                    wait_start,
-                );
-            }
-            let mut out = Vec::new();
-            match result {
-                Ok(()) => engine
-                    .coordinator
-                    .acquire_done(slot, module, instance, &mut out, &*engine),
-                Err(e) => {
-                    engine.module_failed(module, id, e.to_string(), &mut out);
-                    engine.coordinator.module_done(
-                        slot,
-                        module,
-                        instance,
-                        Outcome::Failed,
-                        &mut out,
-                        &*engine,
-                    );
+            *lock(&rendezvous.completion) = Some((result, Instant::now()));
+            if rendezvous.arrive() {
+                let mut out = Vec::new();
+                engine.external_ready(slot, module, instance, id, &rendezvous, &mut out);
+                for task in out {
+                    submit.submit(task);
                 }
             }
-            for task in out {
-                submit.submit(task);
-            }
         })
+    }
+
+    /// Both halves of external work are in: schedule `produce` on the same
+    /// instance, or fail the event (an error of `acquire` itself wins).
+    fn external_ready(
+        &self,
+        slot: usize,
+        module: ModuleIdx,
+        instance: u32,
+        id: EventId,
+        rendezvous: &Rendezvous,
+        out: &mut Vec<Task>,
+    ) {
+        let returned = lock(&rendezvous.acquire_returned).expect("acquire returned");
+        let (result, completed) = lock(&rendezvous.completion)
+            .take()
+            .expect("the completion arrived");
+        let waited = completed.saturating_duration_since(returned);
+        self.stats[module]
+            .wait_ns
+            .fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
+        if self.trace.is_some() {
+            // Waits get one track per event slot, apart from the worker threads.
+            let label = &self.graph.modules[module].label;
+            self.record_interval(label, "wait", 1000 + slot, Some(id), returned, completed);
+        }
+        let failure = lock(&rendezvous.acquire_error)
+            .take()
+            .or_else(|| result.err().map(|e| e.to_string()));
+        match failure {
+            None => self
+                .coordinator
+                .acquire_done(slot, module, instance, out, self),
+            Some(message) => {
+                self.module_failed(module, id, message, out);
+                self.coordinator
+                    .module_done(slot, module, instance, Outcome::Failed, out, self);
+            }
+        }
     }
 
     fn module_failed(
@@ -426,34 +475,83 @@ impl Engine {
     }
 
     fn transitions(&self, list: &[Transition], out: &mut Vec<Task>, thread: usize) {
-        'all: for t in list {
+        for t in list {
             let t0 = Instant::now();
-            for (m, instances) in self.instances.iter().enumerate() {
-                for inst in instances {
-                    let hooks = inst.transitions();
-                    let result = catch_unwind(AssertUnwindSafe(|| match *t {
-                        Transition::BeginRun(r) => hooks.begin_run(r),
-                        Transition::EndRun(r) => hooks.end_run(r),
-                        Transition::BeginLumi(r, l) => hooks.begin_lumi(r, l),
-                        Transition::EndLumi(r, l) => hooks.end_lumi(r, l),
-                    }));
-                    if let Some(message) = failure_message(result) {
-                        let module = self.graph.modules[m].label.clone();
-                        self.fail_job(
-                            JobError::Transition {
-                                module,
-                                transition: transition_name(t),
-                                message,
-                            },
-                            out,
-                        );
-                        break 'all;
-                    }
-                }
-            }
+            let error = match *t {
+                Transition::BeginRun(_) | Transition::BeginLumi(..) => self.begin_transition(t),
+                Transition::EndLumi(..) | Transition::EndRun(_) => self.end_transition(t),
+            };
             self.record_slice(&transition_name(t), "transition", thread, None, t0);
+            if let Some(error) = error {
+                self.fail_job(error, out);
+                break;
+            }
         }
         self.coordinator.transitions_done(out, self);
+    }
+
+    /// Calls a begin hook on every instance, in module order, up to the
+    /// first failure. An instance counts as open once its hook was called.
+    fn begin_transition(&self, t: &Transition) -> Option<JobError> {
+        let mut open = lock(&self.open_transitions);
+        for (m, instances) in self.instances.iter().enumerate() {
+            for (i, inst) in instances.iter().enumerate() {
+                let hooks = inst.transitions();
+                let state = &mut open[m][i];
+                let result = catch_unwind(AssertUnwindSafe(|| match *t {
+                    Transition::BeginRun(r) => {
+                        state.run = Some(r);
+                        hooks.begin_run(r)
+                    }
+                    Transition::BeginLumi(r, l) => {
+                        state.lumi = Some((r, l));
+                        hooks.begin_lumi(r, l)
+                    }
+                    _ => Ok(()),
+                }));
+                if let Some(message) = failure_message(result) {
+                    return Some(self.transition_error(m, t, message));
+                }
+            }
+        }
+        None
+    }
+
+    /// Calls an end hook on every instance that has that kind of block open,
+    /// with the block it opened; each is ended exactly once, even after
+    /// another instance failed.
+    fn end_transition(&self, t: &Transition) -> Option<JobError> {
+        let mut open = lock(&self.open_transitions);
+        let mut first_error = None;
+        for (m, instances) in self.instances.iter().enumerate() {
+            for (i, inst) in instances.iter().enumerate() {
+                let hooks = inst.transitions();
+                let state = &mut open[m][i];
+                let result = match *t {
+                    Transition::EndLumi(..) => state
+                        .lumi
+                        .take()
+                        .map(|(r, l)| catch_unwind(AssertUnwindSafe(|| hooks.end_lumi(r, l)))),
+                    Transition::EndRun(_) => state
+                        .run
+                        .take()
+                        .map(|r| catch_unwind(AssertUnwindSafe(|| hooks.end_run(r)))),
+                    _ => None,
+                };
+                if let Some(message) = result.and_then(failure_message) {
+                    first_error.get_or_insert_with(|| self.transition_error(m, t, message));
+                }
+            }
+        }
+        first_error
+    }
+
+    fn transition_error(&self, module: ModuleIdx, t: &Transition, message: String) -> JobError {
+        JobError::Transition {
+            module: self.graph.modules[module].label.clone(),
+            transition: transition_name(t),
+            message,
+        }
     }
 
     fn end_stall(&self, slot: usize, module: ModuleIdx, id: EventId, thread: usize) {
@@ -500,6 +598,28 @@ impl Engine {
             });
             stalls.sort_by(|a, b| b.waited_s.total_cmp(&a.waited_s));
             stalls.truncate(STALLS_KEPT);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record_interval(
+        &self,
+        name: &str,
+        category: &'static str,
+        thread: usize,
+        event: Option<EventId>,
+        from: Instant,
+        to: Instant,
+    ) {
+        if let Some(trace) = &self.trace {
+            lock(trace).push(TraceSlice {
+                name: name.to_string(),
+                category,
+                thread,
+                event,
+                start_us: from.saturating_duration_since(self.start).as_secs_f64() * 1e6,
+                duration_us: to.saturating_duration_since(from).as_secs_f64() * 1e6,
+            });
         }
     }
 

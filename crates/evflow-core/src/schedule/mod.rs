@@ -189,17 +189,23 @@ impl Coordinator {
     }
 
     /// The `Acquire` step of an external-work module succeeded and its
-    /// external work completed: queue the `Produce` step.
+    /// external work completed: the `Produce` step runs on the same
+    /// instance, which stayed reserved (with any exclusive resources) during
+    /// the wait, so state kept by `acquire` is there for `produce`.
     pub fn acquire_done(
         &self,
         slot: usize,
         module: ModuleIdx,
         instance: u32,
         out: &mut Vec<Task>,
-        obs: &impl Observer,
+        _obs: &impl Observer,
     ) {
-        self.release(module, instance, out);
-        self.admit(slot, module, Phase::Produce, out, obs);
+        out.push(Task::Module {
+            slot,
+            module,
+            instance,
+            phase: Phase::Produce,
+        });
     }
 
     /// Stops the job: no new event is read, and events in flight stop

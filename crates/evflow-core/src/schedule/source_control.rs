@@ -129,8 +129,7 @@ impl SourceControl {
             out.push(SourceStep::Finished);
             return;
         }
-        if let Some((slot, id)) = self.held.take() {
-            self.current = Some((id.run, id.lumi));
+        if let Some((slot, _)) = self.held.take() {
             self.start(slot, out);
         }
         self.poll(out);
@@ -177,6 +176,9 @@ impl SourceControl {
             None => steps.push(Transition::BeginRun(id.run)),
         }
         steps.push(Transition::BeginLumi(id.run, id.lumi));
+        // The new block counts as open from now on, even if a hook fails:
+        // the end of the job then closes it.
+        self.current = Some((id.run, id.lumi));
         self.in_transition = true;
         out.push(SourceStep::Transitions(steps));
     }

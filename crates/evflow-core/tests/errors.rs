@@ -1,0 +1,782 @@
+//! Failures: module errors and panics under both error policies, errors in
+//! the source, in transition hooks and in external work, and configuration
+//! errors found before any event runs. Every job runs under a watchdog, so
+//! a deadlock fails the test instead of hanging it.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use common::*;
+use evflow_core::*;
+
+const N: u64 = 64;
+
+fn all_options() -> Vec<RunOptions> {
+    vec![threaded(4, 8), threaded(1, 2), sequential(3)]
+}
+
+/// The job error and partial report of a failed run.
+fn failed(result: Result<Report, RunError>) -> (JobError, Report) {
+    match result {
+        Err(RunError::Failed { error, report }) => (error, *report),
+        Err(RunError::Config(e)) => {
+            panic!("expected a job failure, got a configuration error: {e}")
+        }
+        Ok(r) => panic!(
+            "expected a job failure, the job succeeded with {} events",
+            r.events
+        ),
+    }
+}
+
+/// Every module instance's transitions nest and were all closed, ending
+/// with endJob.
+fn assert_clean_transitions(log: &Log, what: &str) {
+    let hooks = log.hooks();
+    check_transitions(&log.execs(), &hooks).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let mut per_instance: BTreeMap<(String, u32), Vec<Hook>> = BTreeMap::new();
+    for h in &hooks {
+        per_instance
+            .entry((h.label.to_string(), h.instance))
+            .or_default()
+            .push(h.hook);
+    }
+    for ((label, inst), list) in per_instance {
+        assert_eq!(
+            list.first(),
+            Some(&Hook::BeginJob),
+            "{what}: {label}#{inst}: {list:?}"
+        );
+        assert_eq!(
+            list.last(),
+            Some(&Hook::EndJob),
+            "{what}: {label}#{inst}: {list:?}"
+        );
+        let begins = list
+            .iter()
+            .filter(|h| matches!(h, Hook::BeginRun(_) | Hook::BeginLumi(..)))
+            .count();
+        let ends = list
+            .iter()
+            .filter(|h| matches!(h, Hook::EndRun(_) | Hook::EndLumi(..)))
+            .count();
+        assert_eq!(
+            begins, ends,
+            "{what}: {label}#{inst} left a run or lumi open: {list:?}"
+        );
+    }
+}
+
+/// A process whose "bad" producer fails as configured; "after" reads it.
+fn failing_process(log: &std::sync::Arc<Log>, bad: Probe) -> Process {
+    let mut p = Process::new("failing");
+    p.set_source(EmptySource::new(N).events_per_lumi(10));
+    p.add(Probe::new(log, "first").puts(&[""]).producer());
+    p.add(bad.reads(&["first"]).puts(&[""]).producer());
+    p.add(Probe::new(log, "after").reads(&["bad"]).analyzer());
+    p.add(
+        Probe::new(log, "ser")
+            .work(100)
+            .filter()
+            .concurrency(Concurrency::Serial),
+    );
+    p.path("p", ["ser", "after"]);
+    p
+}
+
+#[test]
+fn fail_policy_module_error_fails_the_job_naming_module_and_event() {
+    for options in all_options() {
+        let log = Log::new();
+        let p = failing_process(&log, Probe::new(&log, "bad").fail_on(&[7]));
+        let label = format!("{options:?}");
+        let (error, report) = failed(run_watched(p, options));
+        match &error {
+            JobError::Module {
+                module,
+                event,
+                message,
+            } => {
+                assert_eq!(module, "bad", "{label}");
+                assert_eq!(*event, EventId::new(1, 1, 7), "{label}");
+                assert!(
+                    message.contains("probe bad fails on event 7"),
+                    "{label}: {message}"
+                );
+            }
+            other => panic!("{label}: expected a module error, got {other:?}"),
+        }
+        assert!(
+            error.to_string().contains("bad") && error.to_string().contains("event 7"),
+            "{label}: {error}"
+        );
+        assert_eq!(report.module("bad").unwrap().failures, 1, "{label}");
+        assert!(report.events < N, "{label}: the job did not stop");
+        assert!(
+            !log.runs_per_event("after").contains_key(&7),
+            "{label}: a consumer of the failed product ran"
+        );
+        assert_clean_transitions(&log, &label);
+    }
+}
+
+#[test]
+fn fail_policy_module_panic_fails_the_job_with_the_panic_message() {
+    for options in all_options() {
+        let log = Log::new();
+        let p = failing_process(&log, Probe::new(&log, "bad").panic_on(&[5]));
+        let label = format!("{options:?}");
+        let (error, _report) = failed(run_watched(p, options));
+        match &error {
+            JobError::Module {
+                module,
+                event,
+                message,
+            } => {
+                assert_eq!(module, "bad");
+                assert_eq!(event.event, 5);
+                assert!(
+                    message.contains("panic") && message.contains("probe bad panics on event 5"),
+                    "{label}: {message}"
+                );
+            }
+            other => panic!("{label}: expected a module error, got {other:?}"),
+        }
+        assert_clean_transitions(&log, &label);
+    }
+}
+
+#[test]
+fn skip_event_policy_lists_exactly_the_failed_events() {
+    let failing: BTreeSet<u64> = [3, 11, 17, 29, 40].into();
+    for options in all_options() {
+        let log = Log::new();
+        let mut p = failing_process(
+            &log,
+            Probe::new(&log, "bad")
+                .fail_on(&[3, 17, 29])
+                .panic_on(&[11]),
+        );
+        p.add(
+            Probe::new(&log, "endBad")
+                .reads(&["first"])
+                .fail_on(&[40])
+                .analyzer(),
+        );
+        p.end_path("e", ["endBad"]);
+        let label = format!("{options:?}");
+        let report = run_watched(p, skip(options)).unwrap_or_else(|e| panic!("{label}: {e}"));
+        let ids: Vec<u64> = report.failed_events.iter().map(|f| f.event).collect();
+        assert_eq!(
+            ids,
+            failing.iter().copied().collect::<Vec<_>>(),
+            "{label}: {:?}",
+            report.failed_events
+        );
+        for f in &report.failed_events {
+            let (module, text) = match f.event {
+                40 => ("endBad", "probe endBad fails on event 40".to_string()),
+                11 => ("bad", "probe bad panics on event 11".to_string()),
+                e => ("bad", format!("probe bad fails on event {e}")),
+            };
+            assert_eq!(f.module, module, "{label}");
+            assert!(f.message.contains(&text), "{label}: {}", f.message);
+            assert_eq!((f.run, f.lumi), (1, (f.event as u32 - 1) / 10 + 1));
+        }
+        assert_eq!(report.events, N - failing.len() as u64, "{label}");
+        assert_eq!(report.module("bad").unwrap().failures, 4);
+        // Every other event was processed completely; consumers of a failed
+        // product never ran.
+        let after = log.runs_per_event("after");
+        let want: BTreeMap<u64, usize> = (1..=N)
+            .filter(|e| ![3, 11, 17, 29].contains(e))
+            .map(|e| (e, 1))
+            .collect();
+        assert_eq!(after, want, "{label}");
+        assert_eq!(report.paths[0].visited, N - failing.len() as u64);
+        assert_clean_transitions(&log, &label);
+    }
+}
+
+#[test]
+fn source_errors_and_panics_fail_the_job() {
+    for options in all_options() {
+        for policy in [ErrorPolicy::Fail, ErrorPolicy::SkipEvent] {
+            for panics in [false, true] {
+                let log = Log::new();
+                let mut p = failing_process(&log, Probe::new(&log, "bad"));
+                let source = TestSource::new(EmptySource::new(N).events_per_lumi(4), &log);
+                p.set_source(if panics {
+                    source.panic_at(6)
+                } else {
+                    source.fail_at(6)
+                });
+                let label = format!("{options:?} {policy:?} panic={panics}");
+                let mut o = options.clone();
+                o.on_error = policy;
+                let (error, report) = failed(run_watched(p, o));
+                let JobError::Source { message } = &error else {
+                    panic!("{label}: expected a source error, got {error:?}")
+                };
+                let text = if panics {
+                    "test source panics reading event 6"
+                } else {
+                    "test source cannot read event 6"
+                };
+                assert!(message.contains(text), "{label}: {message}");
+                assert!(message.contains("test source"), "{label}: {message}");
+                assert!(report.events <= 5, "{label}");
+                assert_eq!(
+                    log.reads.load(std::sync::atomic::Ordering::SeqCst),
+                    6,
+                    "{label}: the source was read on"
+                );
+                assert!(log.execs().iter().all(|e| e.event.event <= 5), "{label}");
+                assert_clean_transitions(&log, &label);
+            }
+        }
+    }
+}
+
+#[test]
+fn transition_errors_fail_the_job_naming_module_and_transition() {
+    let cases: [(Hook, bool, &str); 6] = [
+        (Hook::BeginJob, false, "beginJob"),
+        (Hook::BeginRun(1), true, "beginRun 1"),
+        (Hook::BeginLumi(1, 3), false, "beginLumi 1:3"),
+        (Hook::EndLumi(1, 2), true, "endLumi 1:2"),
+        (Hook::EndRun(1), false, "endRun 1"),
+        (Hook::EndJob, false, "endJob"),
+    ];
+    for options in [threaded(4, 8), sequential(2)] {
+        for (hook, panics, name) in cases {
+            let log = Log::new();
+            let mut p = Process::new("transition-error");
+            p.set_source(TestSource::new(
+                EmptySource::new(12).events_per_lumi(4),
+                &log,
+            ));
+            p.add(Probe::new(&log, "ok").puts(&[""]).producer());
+            p.add(
+                Probe::new(&log, "hooked")
+                    .fail_hook(hook, panics)
+                    .reads(&["ok"])
+                    .analyzer(),
+            );
+            p.end_path("e", ["hooked"]);
+            let label = format!("{options:?} {hook:?} panic={panics}");
+            let (error, report) = failed(run_watched(p, options.clone()));
+            match &error {
+                JobError::Transition {
+                    module,
+                    transition,
+                    message,
+                } => {
+                    assert_eq!(module, "hooked", "{label}");
+                    assert_eq!(transition, name, "{label}");
+                    let text = format!(
+                        "probe hooked {} in {hook:?}",
+                        if panics { "panics" } else { "fails" }
+                    );
+                    assert!(message.contains(&text), "{label}: {message}");
+                    if panics {
+                        assert!(message.contains("panic"), "{label}: {message}");
+                    }
+                }
+                other => panic!("{label}: expected a transition error, got {other:?}"),
+            }
+            let execs = log.execs();
+            match hook {
+                Hook::BeginJob => {
+                    assert!(
+                        execs.is_empty(),
+                        "{label}: modules ran after beginJob failed"
+                    );
+                    assert_eq!(
+                        log.reads.load(std::sync::atomic::Ordering::SeqCst),
+                        0,
+                        "{label}: the source was read"
+                    );
+                }
+                Hook::BeginRun(_) => {
+                    assert!(execs.is_empty(), "{label}: events ran without their run")
+                }
+                Hook::BeginLumi(r, l) => {
+                    assert!(
+                        execs.iter().all(|e| (e.event.run, e.event.lumi) < (r, l)),
+                        "{label}: events of the lumi ran"
+                    );
+                    assert_eq!(
+                        report.events, 8,
+                        "{label}: the earlier lumis were not completed"
+                    );
+                }
+                Hook::EndLumi(..) | Hook::EndRun(_) => assert!(report.events >= 8, "{label}"),
+                Hook::EndJob => assert_eq!(report.events, 12, "{label}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn transitions_still_nest_after_a_failed_transition() {
+    for (hook, options) in [
+        (Hook::BeginLumi(1, 3), sequential(2)),
+        (Hook::EndLumi(1, 2), threaded(4, 8)),
+    ] {
+        let log = Log::new();
+        let mut p = Process::new("transition-error");
+        p.set_source(EmptySource::new(12).events_per_lumi(4));
+        p.add(Probe::new(&log, "early").producer());
+        p.add(Probe::new(&log, "hooked").fail_hook(hook, false).analyzer());
+        p.add(Probe::new(&log, "late").analyzer());
+        p.path("p", ["early", "hooked", "late"]);
+        let _ = failed(run_watched(p, options));
+        // Every instance: each lumi begun is ended exactly once, nothing is
+        // ended twice or ended without having begun.
+        assert_clean_transitions(&log, &format!("{hook:?}"));
+    }
+}
+
+/// External-work producer "ext" faulting on event 5, read by "use".
+fn external_process(
+    log: &std::sync::Arc<Log>,
+    helper: &std::sync::Arc<Helper>,
+    fault: AcquireFault,
+) -> Process {
+    let mut p = Process::new("external-error");
+    p.set_source(EmptySource::new(24).events_per_lumi(6));
+    p.add(Probe::new(log, "pre").puts(&[""]).producer());
+    p.add(
+        AsyncProbe::new(
+            Probe::new(log, "ext").reads(&["pre"]).puts(&[""]),
+            helper,
+            Delay::AfterOthers,
+        )
+        .faults(&[(5, fault)])
+        .producer(),
+    );
+    p.add(Probe::new(log, "use").reads(&["ext"]).analyzer());
+    p.end_path("e", ["use"]);
+    p
+}
+
+fn fault_text(fault: AcquireFault) -> &'static str {
+    match fault {
+        AcquireFault::CompletionErr => "external work of ext fails on event 5",
+        AcquireFault::CompletionDropped => "dropped without calling Completion::finish",
+        AcquireFault::ErrNoHandoff | AcquireFault::ErrAfterFinished => {
+            "acquire of ext fails on event 5"
+        }
+    }
+}
+
+fn check_external_fault(fault: AcquireFault) {
+    for options in [threaded(4, 4), threaded(1, 3), sequential(3)] {
+        let label = format!("{options:?} {fault:?}");
+        // Fail policy: the job fails, naming the module and the event.
+        let (log, helper) = (Log::new(), Helper::new());
+        let (error, _) = failed(run_watched(
+            external_process(&log, &helper, fault),
+            options.clone(),
+        ));
+        match &error {
+            JobError::Module {
+                module,
+                event,
+                message,
+            } => {
+                assert_eq!((module.as_str(), event.event), ("ext", 5), "{label}");
+                assert!(message.contains(fault_text(fault)), "{label}: {message}");
+            }
+            other => panic!("{label}: expected a module error, got {other:?}"),
+        }
+        assert_clean_transitions(&log, &label);
+        // SkipEvent: exactly event 5 fails, once; the others are complete.
+        let (log, helper) = (Log::new(), Helper::new());
+        let report = run_watched(
+            external_process(&log, &helper, fault),
+            skip(options.clone()),
+        )
+        .unwrap();
+        let failed: Vec<(u64, &str)> = report
+            .failed_events
+            .iter()
+            .map(|f| (f.event, f.module.as_str()))
+            .collect();
+        assert_eq!(
+            failed,
+            vec![(5, "ext")],
+            "{label}: {:?}",
+            report.failed_events
+        );
+        assert!(
+            report.failed_events[0].message.contains(fault_text(fault)),
+            "{label}: {:?}",
+            report.failed_events
+        );
+        assert_eq!(report.events, 23, "{label}");
+        let want: BTreeMap<u64, usize> = (1..=24).filter(|&e| e != 5).map(|e| (e, 1)).collect();
+        assert_eq!(log.runs_per_event("use"), want, "{label}");
+        assert!(
+            log.of("ext")
+                .iter()
+                .all(|e| e.phase != Phase::Produce || e.event.event != 5),
+            "{label}: produced after a failure"
+        );
+        assert_clean_transitions(&log, &label);
+    }
+}
+
+#[test]
+fn external_work_completion_error_fails_the_event() {
+    check_external_fault(AcquireFault::CompletionErr);
+}
+
+#[test]
+fn external_work_dropped_completion_fails_the_event() {
+    check_external_fault(AcquireFault::CompletionDropped);
+}
+
+#[test]
+fn external_work_acquire_error_fails_the_event_once() {
+    check_external_fault(AcquireFault::ErrNoHandoff);
+}
+
+#[test]
+fn external_work_acquire_error_after_completion_fails_the_event() {
+    check_external_fault(AcquireFault::ErrAfterFinished);
+}
+
+// ------------------------------------------------ configuration errors
+
+/// Builds a process with instrumented modules, checks that it is rejected
+/// with an error for which `check` holds and whose message names every
+/// string of `names`, and that no module was called at all.
+fn rejected(
+    name: &str,
+    names: &[&str],
+    check: fn(&ConfigError) -> bool,
+    build: impl Fn(&std::sync::Arc<Log>, &mut Process),
+) {
+    let log = Log::new();
+    let mut p = Process::new("bad-config");
+    p.set_source(TestSource::new(EmptySource::new(10), &log));
+    build(&log, &mut p);
+    let compiled = p.compile().err();
+    let error = match run_watched(p, threaded(2, 2)) {
+        Err(RunError::Config(e)) => e,
+        Err(RunError::Failed { error, .. }) => {
+            panic!("{name}: expected a configuration error, the job failed: {error}")
+        }
+        Ok(_) => panic!("{name}: expected a configuration error, the job ran"),
+    };
+    assert!(check(&error), "{name}: unexpected error {error:?}");
+    assert_eq!(
+        compiled.as_ref(),
+        Some(&error),
+        "{name}: compile() and run() disagree"
+    );
+    let message = error.to_string();
+    for n in names {
+        assert!(
+            message.contains(n),
+            "{name}: message '{message}' does not name '{n}'"
+        );
+    }
+    assert!(
+        log.hooks().is_empty(),
+        "{name}: beginJob was called: {:?}",
+        log.hooks()
+    );
+    assert!(log.execs().is_empty(), "{name}: a module ran");
+    assert_eq!(
+        log.reads.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "{name}: the source was read"
+    );
+}
+
+fn excl(names: &[&str]) -> Concurrency {
+    Concurrency::Exclusive(names.iter().map(|s| s.to_string()).collect())
+}
+
+#[test]
+fn configuration_errors_are_reported_before_anything_runs() {
+    use ConfigError as E;
+    rejected(
+        "duplicate label",
+        &["twice"],
+        |e| matches!(e, E::DuplicateLabel(l) if l == "twice"),
+        |log, p| {
+            p.add(Probe::new(log, "twice").puts(&[""]).producer());
+            p.add(Probe::new(log, "twice").analyzer());
+            p.end_path("e", ["twice"]);
+        },
+    );
+    rejected(
+        "invalid label",
+        &["a:b"],
+        |e| matches!(e, E::InvalidLabel(l, _) if l == "a:b"),
+        |log, p| {
+            p.add(Probe::new(log, "a:b").analyzer());
+            p.end_path("e", ["a:b"]);
+        },
+    );
+    rejected(
+        "missing product",
+        &["reader", "nobody:x"],
+        |e| matches!(e, E::MissingProduct { .. }),
+        |log, p| {
+            p.add(Probe::new(log, "nobody").puts(&[""]).producer());
+            p.add(Probe::new(log, "reader").reads(&["nobody:x"]).analyzer());
+            p.end_path("e", ["reader"]);
+        },
+    );
+    rejected(
+        "missing source product",
+        &["reader", "source"],
+        |e| matches!(e, E::MissingProduct { .. }),
+        |log, p| {
+            p.add(Probe::new(log, "reader").reads(&["source"]).analyzer());
+            p.end_path("e", ["reader"]);
+        },
+    );
+    rejected(
+        "duplicate product",
+        &["dup", "x"],
+        |e| matches!(e, E::DuplicateProduct { .. }),
+        |log, p| {
+            p.add(Probe::new(log, "dup").puts(&["x", "x"]).producer());
+            p.path("p", ["dup"]);
+        },
+    );
+    rejected(
+        "cycle",
+        &["c1", "c2", "c3"],
+        |e| matches!(e, E::Cycle(m) if m.len() == 4),
+        |log, p| {
+            p.add(Probe::new(log, "c1").reads(&["c3"]).puts(&[""]).producer());
+            p.add(Probe::new(log, "c2").reads(&["c1"]).puts(&[""]).producer());
+            p.add(Probe::new(log, "c3").reads(&["c2"]).puts(&[""]).producer());
+            p.add(Probe::new(log, "free").puts(&[""]).producer());
+            p.path("p", ["free"]);
+        },
+    );
+    rejected(
+        "self cycle",
+        &["selfish"],
+        |e| matches!(e, E::Cycle(_)),
+        |log, p| {
+            p.add(
+                Probe::new(log, "selfish")
+                    .reads(&["selfish"])
+                    .puts(&[""])
+                    .producer(),
+            );
+            p.path("p", ["selfish"]);
+        },
+    );
+    rejected(
+        "unknown path module",
+        &["p", "ghost"],
+        |e| matches!(e, E::UnknownPathModule { kind: "path", .. }),
+        |log, p| {
+            p.add(Probe::new(log, "real").producer());
+            p.path("p", ["real", "ghost"]);
+        },
+    );
+    rejected(
+        "unknown end path module",
+        &["e", "ghost"],
+        |e| {
+            matches!(
+                e,
+                E::UnknownPathModule {
+                    kind: "end path",
+                    ..
+                }
+            )
+        },
+        |log, p| {
+            p.add(Probe::new(log, "real").analyzer());
+            p.end_path("e", ["real", "ghost"]);
+        },
+    );
+    rejected(
+        "duplicate path",
+        &["same"],
+        |e| matches!(e, E::DuplicatePath(n) if n == "same"),
+        |log, p| {
+            p.add(Probe::new(log, "a").producer());
+            p.add(Probe::new(log, "b").analyzer());
+            p.path("same", ["a"]);
+            p.end_path("same", ["b"]);
+        },
+    );
+    rejected(
+        "unknown select path",
+        &["out", "nowhere"],
+        |e| matches!(e, E::UnknownSelectPath { .. }),
+        |log, p| {
+            p.add(Probe::new(log, "out").output().select_events(["nowhere"]));
+            p.end_path("e", ["out"]);
+        },
+    );
+    rejected(
+        "cloned(0)",
+        &["zero", "n >= 1"],
+        |e| matches!(e, E::InvalidConcurrency { .. }),
+        |log, p| {
+            p.add(Probe::new(log, "zero").cloned(0, ModuleKind::Producer));
+            p.path("p", ["zero"]);
+        },
+    );
+    rejected(
+        "cloned without instances",
+        &["fake"],
+        |e| matches!(e, E::InvalidConcurrency { .. }),
+        |log, p| {
+            p.add(
+                Probe::new(log, "fake")
+                    .producer()
+                    .concurrency(Concurrency::Cloned(3)),
+            );
+            p.path("p", ["fake"]);
+        },
+    );
+    rejected(
+        "serial with several instances",
+        &["multi"],
+        |e| matches!(e, E::InvalidConcurrency { .. }),
+        |log, p| {
+            p.add(
+                Probe::new(log, "multi")
+                    .cloned(2, ModuleKind::Producer)
+                    .concurrency(Concurrency::Serial),
+            );
+            p.path("p", ["multi"]);
+        },
+    );
+    rejected(
+        "exclusive without resource",
+        &["lonely"],
+        |e| matches!(e, E::InvalidConcurrency { .. }),
+        |log, p| {
+            p.add(Probe::new(log, "lonely").producer().concurrency(excl(&[])));
+            p.path("p", ["lonely"]);
+        },
+    );
+    rejected(
+        "exclusive with a blank resource",
+        &["blank"],
+        |e| matches!(e, E::InvalidConcurrency { .. }),
+        |log, p| {
+            p.add(
+                Probe::new(log, "blank")
+                    .producer()
+                    .concurrency(excl(&["gpu", " "])),
+            );
+            p.path("p", ["blank"]);
+        },
+    );
+    rejected(
+        "external work on a filter",
+        &["asyncFilter"],
+        |e| matches!(e, E::InvalidConcurrency { .. }),
+        |log, p| {
+            p.add(Probe::new(log, "asyncFilter").filter().external_work(true));
+            p.path("p", ["asyncFilter"]);
+        },
+    );
+    rejected(
+        "output on a path",
+        &["writer", "p"],
+        |e| matches!(e, E::InvalidModule { module, .. } if module == "writer"),
+        |log, p| {
+            p.add(Probe::new(log, "writer").output());
+            p.path("p", ["writer"]);
+        },
+    );
+    rejected(
+        "output on no end path",
+        &["writer"],
+        |e| matches!(e, E::InvalidModule { .. }),
+        |log, p| {
+            p.add(Probe::new(log, "writer").output());
+            p.add(Probe::new(log, "a").producer());
+            p.path("p", ["a"]);
+        },
+    );
+    rejected(
+        "producer on an end path",
+        &["maker", "e"],
+        |e| matches!(e, E::InvalidModule { .. }),
+        |log, p| {
+            p.add(Probe::new(log, "maker").producer());
+            p.end_path("e", ["maker"]);
+        },
+    );
+    rejected(
+        "module on a path and an end path",
+        &["both"],
+        |e| matches!(e, E::InvalidModule { .. }),
+        |log, p| {
+            p.add(Probe::new(log, "both").analyzer());
+            p.path("p", ["both"]);
+            p.end_path("e", ["both"]);
+        },
+    );
+    rejected(
+        "module twice on a path",
+        &["again", "p"],
+        |e| matches!(e, E::InvalidModule { .. }),
+        |log, p| {
+            p.add(Probe::new(log, "again").filter());
+            p.path("p", ["again", "again"]);
+        },
+    );
+    rejected(
+        "selection without end path",
+        &["picky"],
+        |e| matches!(e, E::InvalidModule { .. }),
+        |log, p| {
+            p.add(Probe::new(log, "picky").analyzer().select_events(["p"]));
+            p.add(Probe::new(log, "a").filter());
+            p.path("p", ["a", "picky"]);
+        },
+    );
+
+    // No source at all.
+    let log = Log::new();
+    let mut p = Process::new("sourceless");
+    p.add(Probe::new(&log, "a").producer());
+    p.path("p", ["a"]);
+    assert!(matches!(
+        run_watched(p, threaded(2, 2)),
+        Err(RunError::Config(ConfigError::NoSource))
+    ));
+    assert!(log.hooks().is_empty() && log.execs().is_empty());
+}
+
+#[test]
+fn end_path_module_needed_by_a_path_is_rejected_or_runs() {
+    let log = Log::new();
+    let mut p = Process::new("end-path-producer");
+    p.set_source(EmptySource::new(4));
+    p.add(Probe::new(&log, "endMaker").puts(&[""]).analyzer());
+    p.add(Probe::new(&log, "reader").reads(&["endMaker"]).filter());
+    p.path("p", ["reader"]);
+    p.end_path("e", ["endMaker"]);
+    // Sequential: a scheduler panic reaches this thread instead of aborting
+    // the test process from a pool thread.
+    match run_watched(p, sequential(1)) {
+        Err(RunError::Config(e)) => assert!(e.to_string().contains("endMaker"), "{e}"),
+        Ok(report) => {
+            assert_eq!(report.events, 4);
+            assert_eq!(report.module("endMaker").unwrap().calls, 4);
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
