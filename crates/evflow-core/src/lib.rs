@@ -235,6 +235,9 @@ pub fn run(mut process: Process, options: &RunOptions) -> Result<Report, RunErro
         return Err(failed(&engine, error));
     }
     let executed = match options.executor {
+        ExecutorKind::Threaded if threads > OVERSUBSCRIBED * cores() => {
+            exec::shared_queue::run(engine.clone(), threads)
+        }
         ExecutorKind::Threaded => exec::threaded::run(engine.clone(), threads),
         ExecutorKind::Sequential => exec::sequential::run(engine.clone()),
     };
@@ -253,6 +256,15 @@ pub fn run(mut process: Process, options: &RunOptions) -> Result<Report, RunErro
         threads,
         options.events_in_flight.max(1),
     ))
+}
+
+/// Above this many threads per core, the threaded executor shares one queue
+/// among its threads instead of work-stealing deques (see
+/// `exec/shared_queue.rs`): such pools exist only when modules block.
+pub const OVERSUBSCRIBED: usize = 8;
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 fn executor_name(kind: ExecutorKind) -> &'static str {

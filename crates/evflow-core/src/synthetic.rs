@@ -138,7 +138,7 @@ pub fn busy_iterations_per_second() -> f64 {
         busy_iterations(N / 8); // warm up
         // The fastest of several runs is the machine's real speed; slower
         // ones were disturbed by other processes.
-        let best = (0..7)
+        let best = (0..15)
             .map(|_| {
                 let t0 = Instant::now();
                 busy_iterations(N);

@@ -767,11 +767,17 @@ fn describe(spec: &Spec) -> String {
 
 fn configurations(seed: u64) -> Vec<RunOptions> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x00C0_FFEE);
-    vec![
+    let mut all = vec![
         sequential(rng.gen_range(1..=4)),
         threaded(4, rng.gen_range(1..=8)),
         threaded(2, rng.gen_range(1..=5)),
-    ]
+    ];
+    if seed % 4 == 0 {
+        // More threads than OVERSUBSCRIBED per core: the shared-queue backend.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        all.push(threaded(OVERSUBSCRIBED * cores + 1, rng.gen_range(1..=12)));
+    }
+    all
 }
 
 /// What the generated processes exercised, so that the test cannot pass

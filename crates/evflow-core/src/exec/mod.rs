@@ -7,6 +7,7 @@
 //! on a single thread.
 
 pub(crate) mod sequential;
+pub(crate) mod shared_queue;
 pub(crate) mod threaded;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};

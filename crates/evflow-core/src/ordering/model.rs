@@ -413,6 +413,7 @@ fn topological(preds: &[u64]) -> Option<Vec<usize>> {
 }
 
 /// Removes the constraints implied by others (`preds` must be acyclic).
+#[allow(clippy::needless_range_loop)]
 pub fn transitive_reduction(preds: &[u64]) -> Vec<u64> {
     let n = preds.len();
     let closure = transitive_closure(preds);
@@ -539,6 +540,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::needless_range_loop)]
     fn dp_matches_brute_force_on_random_problems() {
         let mut s = 7u64;
         for case in 0..60 {
@@ -547,7 +549,7 @@ mod tests {
             let mut preds = vec![0u64; n];
             for j in 0..n {
                 for i in 0..j {
-                    if lcg(&mut s) % 5 == 0 {
+                    if lcg(&mut s).is_multiple_of(5) {
                         preds[j] |= 1 << i;
                     }
                 }

@@ -32,6 +32,10 @@ pub struct OrderingPlanner {
     /// Per module: (sum of recorded ns, recorded executions).
     cost_ns: Vec<AtomicU64>,
     cost_calls: Vec<AtomicU64>,
+    /// Per module: recorded times are capped at this (ns; 0: no cap yet),
+    /// three times the current estimate, so that a thread descheduled
+    /// during a step does not distort its cost.
+    cost_cap_ns: Vec<AtomicU64>,
     wants: Vec<bool>,
     labels: Vec<String>,
     /// Measured (hot paths: extrapolated from one call in 64) time spent in
@@ -190,7 +194,7 @@ impl OrderingPlanner {
                     }
                 }
                 let initial = topological_written(&preds);
-                if policy == Policy::Fixed || n > 64 || n < 2 {
+                if policy == Policy::Fixed || !(2..=64).contains(&n) {
                     let plan = if path.reorderable && n <= 64 {
                         PathPlan::sequence(initial.iter().map(|&i| path.steps[i]))
                     } else {
@@ -263,6 +267,7 @@ impl OrderingPlanner {
             paths,
             cost_ns: (0..n_modules).map(|_| AtomicU64::new(0)).collect(),
             cost_calls: (0..n_modules).map(|_| AtomicU64::new(0)).collect(),
+            cost_cap_ns: (0..n_modules).map(|_| AtomicU64::new(0)).collect(),
             wants,
             labels: graph.modules.iter().map(|m| m.label.clone()).collect(),
             hot_ns: AtomicU64::new(0),
@@ -333,10 +338,19 @@ impl OrderingPlanner {
                 let (dn, dc) = (ns - acc.seen_ns, calls - acc.seen_calls);
                 acc.seen_ns = ns;
                 acc.seen_calls = calls;
-                acc.ns = acc.ns * 0.5 + dn as f64;
-                acc.calls = acc.calls * 0.5 + dc as f64;
+                // Halve the weight of older measurements only once there
+                // are enough, so that rarely reached steps are not estimated
+                // from a handful of executions.
+                if acc.calls + dc as f64 > 64.0 {
+                    acc.ns *= 0.5;
+                    acc.calls *= 0.5;
+                }
+                acc.ns += dn as f64;
+                acc.calls += dc as f64;
                 if acc.calls > 0.0 {
-                    total += acc.ns / acc.calls * 1e-9;
+                    let mean_ns = acc.ns / acc.calls;
+                    self.cost_cap_ns[m].store((3.0 * mean_ns).max(1000.0) as u64, Relaxed);
+                    total += mean_ns * 1e-9;
                     if k == 0 {
                         own_known = true;
                     }
@@ -390,7 +404,13 @@ impl OrderingPlanner {
         let new_cost = model::expected_cost(&st.costs, &groups, &joint);
         let was_learning = st.learning;
         st.learning = false;
-        let change = groups != cur.groups && new_cost < cur_cost * (1.0 - t.min_gain);
+        // Orders compete on their sequential cost; the grouping (a latency
+        // option that costs work) is applied to the winner.
+        let cur_order: Vec<usize> = cur.order.iter().map(|&i| i as usize).collect();
+        let cur_seq = model::expected_cost_order(&st.costs, &cur_order, &joint);
+        let new_seq = model::expected_cost_order(&st.costs, &order, &joint);
+        let change =
+            groups != cur.groups && (new_seq < cur_seq * (1.0 - t.min_gain) || order == cur_order);
         let (groups, cost) = if change {
             let reason = format!(
                 "{}{method}, {} samples: expected {} per event (previous order {})",
@@ -440,13 +460,16 @@ impl OrderingPlanner {
         if events < self.tuning.drift_block || st.predicted.len() != n {
             return;
         }
-        for c in &d.stops {
-            c.store(0, Relaxed);
+        // A window of up to 8 blocks, so that steps late in the order (few
+        // events reach them) are tested too.
+        if events >= 8 * self.tuning.drift_block {
+            for c in &d.stops {
+                c.store(0, Relaxed);
+            }
         }
         let cur = read(&d.current).clone();
         let mut reached = events;
-        for i in 0..n {
-            let stopped = counts[i];
+        for (i, &stopped) in counts.iter().enumerate().take(n) {
             if reached >= 30 {
                 let observed = (reached - stopped) as f64 / reached as f64;
                 let q = st.predicted[i];
@@ -570,12 +593,16 @@ impl OrderingPlanner {
             at_event: observed,
             order: cur.plan.order().map(|m| self.labels[m].clone()).collect(),
             reason: format!(
-                "in use at the end ({} policy): {} decisions, {} sampled events ({:.2}%), expected {} per event; cost per step: {}; planner time {:.3} ms (statistics {:.3} ms, decisions {:.3} ms)",
+                "in use at the end ({} policy): {} decisions, {} sampled events ({:.2}%), {}; cost per step: {}; planner time {:.3} ms (statistics {:.3} ms, decisions {:.3} ms)",
                 d.policy,
                 st.decisions,
                 sampled,
                 100.0 * sampled as f64 / observed.max(1) as f64,
-                micros(st.expected_s),
+                if d.policy == Policy::Adaptive {
+                    format!("expected {} per event", micros(st.expected_s))
+                } else {
+                    "weights from pass rates on the events reaching each step".to_string()
+                },
                 flow.join(", "),
                 (hot + decide) * 1e3,
                 hot * 1e3,
@@ -669,7 +696,12 @@ impl Planner for OrderingPlanner {
         let r = thread_random();
         let timed = (r >> 32 & TIMING_MASK == 0).then(Instant::now);
         if r & COST_STRIDE_MASK == 0 {
-            self.cost_ns[module].fetch_add((seconds * 1e9) as u64, Relaxed);
+            let mut ns = (seconds * 1e9) as u64;
+            let cap = self.cost_cap_ns[module].load(Relaxed);
+            if cap > 0 {
+                ns = ns.min(cap);
+            }
+            self.cost_ns[module].fetch_add(ns, Relaxed);
             self.cost_calls[module].fetch_add(1, Relaxed);
         }
         if let Some(t0) = timed {
