@@ -50,6 +50,32 @@ pub enum OnErrorArg {
     SkipEvent,
 }
 
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum FilterOrderArg {
+    Fixed,
+    Adaptive,
+    Hepframe,
+}
+
+impl FilterOrderArg {
+    /// The ordering options of a loaded configuration, with this policy
+    /// for its reorderable paths (paths naming their own keep it).
+    pub fn apply(
+        order: Option<Self>,
+        mut options: evflow_core::ordering::OrderingOptions,
+    ) -> evflow_core::ordering::OrderingOptions {
+        use evflow_core::ordering::Policy;
+        if let Some(order) = order {
+            options.default = match order {
+                FilterOrderArg::Fixed => Policy::Fixed,
+                FilterOrderArg::Adaptive => Policy::Adaptive,
+                FilterOrderArg::Hepframe => Policy::HepFrame,
+            };
+        }
+        options
+    }
+}
+
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
     /// The process configuration.
@@ -83,6 +109,9 @@ pub struct RunArgs {
     /// Print only errors.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Order of the filters of reorderable paths (default: the configuration's, else adaptive).
+    #[arg(long, value_enum)]
+    pub filter_order: Option<FilterOrderArg>,
 }
 
 fn main() -> ExitCode {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use evflow_core::synthetic::Work;
 use evflow_core::{ErrorPolicy, ExecutorKind, RunError, RunOptions};
 
-use crate::{ExecutorArg, OnErrorArg, RunArgs, WorkArg, summary, system};
+use crate::{ExecutorArg, FilterOrderArg, OnErrorArg, RunArgs, WorkArg, summary, system};
 
 pub fn run(args: &RunArgs) -> Result<(), String> {
     if !args.time_scale.is_finite() || args.time_scale < 0.0 {
@@ -61,7 +61,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             OnErrorArg::SkipEvent => ErrorPolicy::SkipEvent,
         },
         trace: args.trace.is_some(),
-        planner: None,
+        planner: Some(FilterOrderArg::apply(args.filter_order, loaded.ordering.clone()).factory()),
         progress: progress
             .clone()
             .map(|bar| Arc::new(move |n| bar.set_position(n)) as evflow_core::ProgressFn),

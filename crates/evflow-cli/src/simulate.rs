@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use crate::{WorkArg, run::write_json};
+use crate::{FilterOrderArg, WorkArg, run::write_json};
 
 #[derive(clap::Args, Debug)]
 pub struct SimulateArgs {
@@ -33,6 +33,9 @@ pub struct SimulateArgs {
     pub report: Option<PathBuf>,
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Order of the filters of reorderable paths (default: the configuration's, else adaptive).
+    #[arg(long, value_enum)]
+    pub filter_order: Option<FilterOrderArg>,
 }
 
 pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
@@ -63,7 +66,7 @@ pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
         events_in_flight: args.events_in_flight,
         overhead_s: args.overhead_ns * 1e-9,
         read_s: 0.0,
-        planner: None,
+        planner: Some(FilterOrderArg::apply(args.filter_order, loaded.ordering.clone()).factory()),
         trace: false,
     };
     let sim = evflow_sim::simulate(loaded.process, &options)

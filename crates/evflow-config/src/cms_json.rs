@@ -263,6 +263,7 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
         threads: None,
         events,
         format: crate::Format::CmsJson.name(),
+        ordering: evflow_core::ordering::OrderingOptions::default(),
     })
 }
 

@@ -60,6 +60,7 @@
 mod cms_json;
 mod common;
 mod error;
+mod table;
 mod toml_format;
 
 use std::fmt;
@@ -108,6 +109,10 @@ pub struct Loaded {
     pub events: u64,
     /// The format that was read: `"toml"` or `"cms-json"`.
     pub format: &'static str,
+    /// How reorderable paths are ordered (`[process] filter_order`, per-path
+    /// `filter_order`, `[ordering]`); turn it into a planner with
+    /// [`OrderingOptions::factory`](evflow_core::ordering::OrderingOptions::factory).
+    pub ordering: evflow_core::ordering::OrderingOptions,
 }
 
 impl fmt::Debug for Loaded {
@@ -121,6 +126,7 @@ impl fmt::Debug for Loaded {
             .field("threads", &self.threads)
             .field("events", &self.events)
             .field("format", &self.format)
+            .field("filter_order", &self.ordering.default)
             .finish()
     }
 }

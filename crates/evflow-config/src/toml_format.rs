@@ -2,9 +2,17 @@
 
 use std::ops::Range;
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use evflow_core::ordering::{OrderingOptions, Policy};
 use evflow_core::synthetic::{self, Work};
-use evflow_core::{Concurrency, EmptySource, ModuleDesc, ModuleKind, Process};
+use evflow_core::{
+    Concurrency, DecisionModel, EmptySource, ModuleDesc, ModuleKind, PathDesc, Process,
+};
 use serde::Deserialize;
+
+use crate::table::{Cut, Table};
 
 use crate::common::{self, MAX_CLONES};
 use crate::error::Origin;
@@ -27,6 +35,26 @@ struct Doc {
     path: Vec<PathSpec>,
     #[serde(default)]
     end_path: Vec<PathSpec>,
+    ordering: Option<OrderingSpec>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct OrderingSpec {
+    seed: Option<u64>,
+    warmup_events: Option<u64>,
+    sample_budget: Option<f64>,
+    min_sample_rate: Option<f64>,
+    window: Option<u64>,
+    concurrent_above: Option<f64>,
+    hepframe_concurrent: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DriftSpec {
+    at_event: u64,
+    pass_fraction: f64,
 }
 
 #[derive(Deserialize, Default)]
@@ -37,6 +65,7 @@ struct ProcessSpec {
     events_in_flight: Option<u64>,
     threads: Option<u64>,
     work: Option<String>,
+    filter_order: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -47,6 +76,7 @@ struct SourceSpec {
     events_per_lumi: Option<u64>,
     lumis_per_run: Option<u64>,
     first_run: Option<u32>,
+    file: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -65,6 +95,11 @@ struct ModuleSpec {
     pass_fraction: Option<f64>,
     seed: Option<u64>,
     select_events: Option<Vec<String>>,
+    time_jitter: Option<f64>,
+    cut: Option<String>,
+    correlated_with: Option<String>,
+    otherwise_pass: Option<f64>,
+    drift: Option<DriftSpec>,
 }
 
 #[derive(Deserialize)]
@@ -73,6 +108,9 @@ struct PathSpec {
     name: String,
     #[serde(default)]
     modules: Vec<String>,
+    reorderable: Option<bool>,
+    after: Option<Vec<Vec<String>>>,
+    filter_order: Option<String>,
 }
 
 /// Reads a TOML configuration.
@@ -92,19 +130,49 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
     };
     let events_in_flight = parallel(spec.events_in_flight, "process.events_in_flight")?;
     let threads = parallel(spec.threads, "process.threads")?;
-    let events = opts.events.or(spec.events).unwrap_or(DEFAULT_EVENTS);
+    let mut ordering = OrderingOptions::default();
+    if let Some(name) = &spec.filter_order {
+        ordering.default = name
+            .parse::<Policy>()
+            .map_err(|m| at.setting("process.filter_order", m))?;
+    }
+    if let Some(o) = &doc.ordering {
+        apply_ordering(&mut ordering, o, at)?;
+    }
 
-    let mut source = EmptySource::new(events);
+    let mut table: Option<Arc<Table>> = None;
     if let Some(s) = &doc.source {
-        match s.kind.as_deref() {
-            None | Some("empty") => {}
-            Some(other) => {
+        match (s.kind.as_deref(), &s.file) {
+            (None | Some("empty"), None) => {}
+            (None | Some("empty"), Some(_)) => {
+                return Err(at.setting("source.file", "applies only to type = \"table\""));
+            }
+            (Some("table"), Some(file)) => {
+                let path = crate::table::resolve(at.0, file);
+                let t = Table::read(&path).map_err(|m| at.setting("source.file", m))?;
+                table = Some(Arc::new(t));
+            }
+            (Some("table"), None) => {
+                return Err(at.setting(
+                    "source.file",
+                    "missing: a table source needs the file of its events",
+                ));
+            }
+            (Some(other), _) => {
                 return Err(at.setting(
                     "source.type",
-                    format!("unknown source type '{other}' (known: empty)"),
+                    format!("unknown source type '{other}' (known: empty, table)"),
                 ));
             }
         }
+    }
+    let events = match (&table, opts.events.or(spec.events)) {
+        (_, Some(n)) => n,
+        (Some(t), None) => t.rows() as u64,
+        (None, None) => DEFAULT_EVENTS,
+    };
+    let mut source = EmptySource::new(events);
+    if let Some(s) = &doc.source {
         if let Some(n) = s.events_per_lumi {
             if n == 0 {
                 return Err(at.setting("source.events_per_lumi", "must be at least 1"));
@@ -128,8 +196,10 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
     }
     let mut process = Process::new(name);
     process.set_source(source);
+    let decisions = filter_decisions(&doc.module, table.as_ref(), at)?;
     for m in &doc.module {
-        process.add(build_module(m, default_work, opts, at)?);
+        let decision = decisions.get(m.label.as_str()).cloned();
+        process.add(build_module(m, default_work, opts, at, decision)?);
     }
     for (key, paths) in [("path", &doc.path), ("end_path", &doc.end_path)] {
         for (i, p) in paths.iter().enumerate() {
@@ -137,8 +207,20 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
                 return Err(at.setting(format!("{key}[{i}].name"), "is empty"));
             }
             if key == "path" {
-                process.path(p.name.clone(), p.modules.iter().cloned());
+                process.add_path(path_desc(p, i, at, &mut ordering)?);
             } else {
+                for (k, present) in [
+                    ("reorderable", p.reorderable.is_some()),
+                    ("after", p.after.is_some()),
+                    ("filter_order", p.filter_order.is_some()),
+                ] {
+                    if present {
+                        return Err(at.setting(
+                            format!("end_path[{i}].{k}"),
+                            "applies only to paths, not to end paths",
+                        ));
+                    }
+                }
                 process.end_path(p.name.clone(), p.modules.iter().cloned());
             }
         }
@@ -149,7 +231,223 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
         threads,
         events,
         format: crate::Format::Toml.name(),
+        ordering,
     })
+}
+
+/// A `[[path]]` as a core path description; records its `filter_order`.
+fn path_desc(
+    p: &PathSpec,
+    i: usize,
+    at: Origin<'_>,
+    ordering: &mut OrderingOptions,
+) -> Result<PathDesc, ConfigFileError> {
+    let mut desc = PathDesc::new(p.name.clone(), p.modules.iter().cloned())
+        .reorderable(p.reorderable == Some(true));
+    for (k, pair) in p.after.iter().flatten().enumerate() {
+        let [later, earlier] = pair.as_slice() else {
+            return Err(at.setting(
+                format!("path[{i}].after[{k}]"),
+                format!(
+                    "must be a pair [\"later\", \"earlier\"] of module labels, not {} labels",
+                    pair.len()
+                ),
+            ));
+        };
+        desc = desc.after(later.clone(), earlier.clone());
+    }
+    if let Some(name) = &p.filter_order {
+        let policy = name
+            .parse::<Policy>()
+            .map_err(|m| at.setting(format!("path[{i}].filter_order"), m))?;
+        if p.reorderable != Some(true) && policy != Policy::Fixed {
+            return Err(at.setting(
+                format!("path[{i}].filter_order"),
+                format!("'{policy}' needs reorderable = true on path '{}'", p.name),
+            ));
+        }
+        ordering.per_path.insert(p.name.clone(), policy);
+    }
+    Ok(desc)
+}
+
+fn apply_ordering(
+    ordering: &mut OrderingOptions,
+    o: &OrderingSpec,
+    at: Origin<'_>,
+) -> Result<(), ConfigFileError> {
+    let t = &mut ordering.tuning;
+    let fraction = |v: f64, key: &str| {
+        if v.is_finite() && (0.0..=1.0).contains(&v) {
+            Ok(v)
+        } else {
+            Err(at.setting(
+                format!("ordering.{key}"),
+                format!("must be between 0 and 1 (got {v})"),
+            ))
+        }
+    };
+    if let Some(v) = o.seed {
+        t.seed = v;
+    }
+    if let Some(v) = o.warmup_events {
+        if v == 0 {
+            return Err(at.setting("ordering.warmup_events", "must be at least 1"));
+        }
+        t.warmup_events = v;
+    }
+    if let Some(v) = o.sample_budget {
+        t.sample_budget = fraction(v, "sample_budget")?;
+    }
+    if let Some(v) = o.min_sample_rate {
+        t.min_sample_rate = fraction(v, "min_sample_rate")?;
+        t.max_sample_rate = t.max_sample_rate.max(t.min_sample_rate);
+    }
+    if let Some(v) = o.window {
+        if v == 0 || v > 1 << 24 {
+            return Err(at.setting("ordering.window", "must be between 1 and 16777216"));
+        }
+        t.window = v as usize;
+    }
+    if let Some(v) = o.concurrent_above {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(at.setting(
+                "ordering.concurrent_above",
+                format!("must be a number of seconds >= 0 (got {v})"),
+            ));
+        }
+        t.concurrent_above_s = Some(v);
+    }
+    if let Some(v) = o.hepframe_concurrent {
+        t.hepframe_concurrent = v;
+    }
+    Ok(())
+}
+
+/// The decisions of the filters that need one computed here: cuts on the
+/// event table, correlated and drifting filters (in dependency order of
+/// `correlated_with`).
+fn filter_decisions(
+    modules: &[ModuleSpec],
+    table: Option<&Arc<Table>>,
+    at: Origin<'_>,
+) -> Result<HashMap<String, DecisionModel>, ConfigFileError> {
+    let by_label: HashMap<&str, &ModuleSpec> =
+        modules.iter().map(|m| (m.label.as_str(), m)).collect();
+    let mut done: HashMap<String, DecisionModel> = HashMap::new();
+    for m in modules {
+        let mut chain: Vec<&str> = Vec::new();
+        let mut at_label = m.label.as_str();
+        // Follow correlated_with to a filter whose decision is known.
+        loop {
+            if done.contains_key(at_label) {
+                break;
+            }
+            if chain.contains(&at_label) {
+                chain.push(at_label);
+                return Err(at.module(
+                    &m.label,
+                    format!("correlated_with forms a cycle: {}", chain.join(" -> ")),
+                ));
+            }
+            chain.push(at_label);
+            let spec = by_label[at_label];
+            match &spec.correlated_with {
+                Some(base) if spec.kind == "filter" => match by_label.get(base.as_str()) {
+                    Some(b) if b.kind == "filter" => at_label = b.label.as_str(),
+                    Some(_) => {
+                        return Err(at.module(
+                            at_label,
+                            format!("correlated_with: '{base}' is not a filter"),
+                        ));
+                    }
+                    None => {
+                        return Err(at.module(
+                            at_label,
+                            format!("correlated_with: no module is labelled '{base}'"),
+                        ));
+                    }
+                },
+                _ => break,
+            }
+        }
+        for label in chain.into_iter().rev() {
+            if done.contains_key(label) {
+                continue;
+            }
+            let spec = by_label[label];
+            if spec.kind != "filter" {
+                continue;
+            }
+            let base = spec
+                .correlated_with
+                .as_ref()
+                .and_then(|b| done.get(b.as_str()).cloned());
+            let decision = own_decision(spec, table, base, at)?;
+            done.insert(label.to_string(), decision);
+        }
+    }
+    Ok(done)
+}
+
+/// The decision of one filter, given the decision of the filter it is
+/// correlated with.
+fn own_decision(
+    m: &ModuleSpec,
+    table: Option<&Arc<Table>>,
+    base: Option<DecisionModel>,
+    at: Origin<'_>,
+) -> Result<DecisionModel, ConfigFileError> {
+    let err = |message: String| at.module(&m.label, message);
+    let seed = m.seed.unwrap_or_else(|| common::seed_from_label(&m.label));
+    let check = |v: f64, key: &str| {
+        if (0.0..=1.0).contains(&v) {
+            Ok(v)
+        } else {
+            Err(err(format!("{key} must be between 0 and 1 (got {v})")))
+        }
+    };
+    let mut decision: DecisionModel = if let Some(text) = &m.cut {
+        if m.pass_fraction.is_some() || m.correlated_with.is_some() || m.drift.is_some() {
+            return Err(err(
+                "a cut decides by the event table: pass_fraction, correlated_with and drift do not apply".into(),
+            ));
+        }
+        let Some(table) = table else {
+            return Err(err(
+                "cut needs an event table: [source] type = \"table\", file = \"...\"".into(),
+            ));
+        };
+        let cut = Cut::parse(text, table).map_err(|e| err(format!("cut: {e}")))?;
+        let table = table.clone();
+        return Ok(Arc::new(move |id| cut.passes(&table, id.event)));
+    } else if let Some(b) = base {
+        let Some(p) = m.otherwise_pass else {
+            return Err(err(
+                "correlated_with needs otherwise_pass: the pass probability when the other filter rejects".into(),
+            ));
+        };
+        if m.pass_fraction.is_some() {
+            return Err(err(
+                "correlated_with and pass_fraction exclude each other (use otherwise_pass)".into(),
+            ));
+        }
+        synthetic::correlated_decision(b, check(p, "otherwise_pass")?, seed)
+    } else {
+        let fraction = check(m.pass_fraction.unwrap_or(1.0), "pass_fraction")?;
+        synthetic::fraction_decision(fraction, seed)
+    };
+    if m.otherwise_pass.is_some() && m.correlated_with.is_none() {
+        return Err(err("otherwise_pass needs correlated_with".into()));
+    }
+    if let Some(d) = &m.drift {
+        let after = synthetic::fraction_decision(
+            check(d.pass_fraction, "drift.pass_fraction")?,
+            seed ^ 0xd41f7,
+        );
+        decision = synthetic::drifting_decision(decision, after, d.at_event);
+    }
+    Ok(decision)
 }
 
 fn build_module(
@@ -157,6 +455,7 @@ fn build_module(
     default_work: Work,
     opts: &LoadOptions,
     at: Origin<'_>,
+    decision: Option<DecisionModel>,
 ) -> Result<ModuleDesc, ConfigFileError> {
     let label = m.label.as_str();
     let err = |message: String| at.module(label, message);
@@ -197,7 +496,15 @@ fn build_module(
         }
         (None, None) => vec![0.0],
     };
-    let timing = common::timing(times, scale, work);
+    let mut timing = common::timing(times, scale, work);
+    if let Some(j) = m.time_jitter {
+        if !(0.0..=1.0).contains(&j) {
+            return Err(err(format!(
+                "time_jitter must be between 0 and 1 (got {j})"
+            )));
+        }
+        timing = timing.with_jitter(j, common::seed_from_label(label) ^ 0x7177);
+    }
 
     for (i, c) in m.consumes.iter().enumerate() {
         if c.trim().is_empty() {
@@ -224,6 +531,10 @@ fn build_module(
     if kind != ModuleKind::Filter {
         only(m.pass_fraction.is_some(), "pass_fraction", "filters")?;
         only(m.seed.is_some(), "seed", "filters")?;
+        only(m.cut.is_some(), "cut", "filters")?;
+        only(m.correlated_with.is_some(), "correlated_with", "filters")?;
+        only(m.otherwise_pass.is_some(), "otherwise_pass", "filters")?;
+        only(m.drift.is_some(), "drift", "filters")?;
     }
     if !matches!(kind, ModuleKind::Analyzer | ModuleKind::Output) {
         only(
@@ -265,8 +576,18 @@ fn build_module(
                     "pass_fraction must be between 0 and 1 (got {fraction})"
                 )));
             }
-            let seed = m.seed.unwrap_or_else(|| common::seed_from_label(label));
-            synthetic::filter(label, timing, &consumes, fraction, seed).concurrency(concurrency)
+            let plain = m.cut.is_none() && m.correlated_with.is_none() && m.drift.is_none();
+            match decision {
+                Some(decision) if !plain => {
+                    synthetic::filter_with_decision(label, timing, &consumes, decision)
+                        .concurrency(concurrency)
+                }
+                _ => {
+                    let seed = m.seed.unwrap_or_else(|| common::seed_from_label(label));
+                    synthetic::filter(label, timing, &consumes, fraction, seed)
+                        .concurrency(concurrency)
+                }
+            }
         }
         ModuleKind::Analyzer => {
             synthetic::analyzer(label, timing, &consumes).concurrency(concurrency)

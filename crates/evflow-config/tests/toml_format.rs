@@ -501,7 +501,7 @@ fn bad_values() {
     let e = error("[source]\ntype = \"file\"\n");
     assert_eq!(
         e,
-        "demo.toml: source.type: unknown source type 'file' (known: empty)"
+        "demo.toml: source.type: unknown source type 'file' (known: empty, table)"
     );
     let e = error("[source]\nevents_per_lumi = 0\n");
     assert_eq!(e, "demo.toml: source.events_per_lumi: must be at least 1");

@@ -772,7 +772,7 @@ fn configurations(seed: u64) -> Vec<RunOptions> {
         threaded(4, rng.gen_range(1..=8)),
         threaded(2, rng.gen_range(1..=5)),
     ];
-    if seed % 4 == 0 {
+    if seed.is_multiple_of(4) {
         // More threads than OVERSUBSCRIBED per core: the shared-queue backend.
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         all.push(threaded(OVERSUBSCRIBED * cores + 1, rng.gen_range(1..=12)));

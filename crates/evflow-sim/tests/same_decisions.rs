@@ -22,9 +22,9 @@ fn random_process(seed: u64, events: u64, seconds: f64) -> Process {
     let timing = Timing::constant(seconds, Work::Busy);
     for i in 0..n {
         let mut consumes: Vec<&str> = Vec::new();
-        for j in 0..i {
+        for earlier in &labels[..i] {
             if rng.gen_bool(0.25) {
-                consumes.push(&labels[j]);
+                consumes.push(earlier);
             }
         }
         let desc = match rng.gen_range(0..6) {
@@ -70,7 +70,10 @@ fn executions_per_event(report: &Report) -> BTreeMap<u64, Vec<String>> {
     map
 }
 
-fn path_counts(report: &Report) -> Vec<(String, u64, u64, Vec<(String, u64, u64)>)> {
+/// (label, visited, passed) of one path step.
+type StepCounts = (String, u64, u64);
+
+fn path_counts(report: &Report) -> Vec<(String, u64, u64, Vec<StepCounts>)> {
     report
         .paths
         .iter()

@@ -1,0 +1,195 @@
+//! Event tables (`[source] type = "table"`): one row of numbers per event,
+//! read from a CSV file, and cuts on their columns (`cut = "njet >= 4"`).
+//!
+//! Event number `e` (numbered from 1, as the empty source does) reads row
+//! `(e − 1) mod rows`, so a job with more events than rows cycles through
+//! the table.
+
+use std::path::{Path, PathBuf};
+
+/// The columns of an event table, column-major.
+#[derive(Debug)]
+pub struct Table {
+    names: Vec<String>,
+    columns: Vec<Vec<f64>>,
+    rows: usize,
+}
+
+impl Table {
+    /// Reads a CSV file: a header line of column names, then one line of
+    /// numbers per event (`true`/`false` read as 1/0). Errors name the line.
+    pub fn read(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read '{}': {e}", path.display()))?;
+        Self::parse(&text).map_err(|e| format!("'{}': {e}", path.display()))
+    }
+
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut lines = text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty());
+        let Some((_, header)) = lines.next() else {
+            return Err("empty table (a header line of column names is needed)".into());
+        };
+        let names: Vec<String> = header.split(',').map(|s| s.trim().to_string()).collect();
+        for (i, name) in names.iter().enumerate() {
+            if name.is_empty() {
+                return Err(format!("column {} has an empty name", i + 1));
+            }
+            if names[..i].contains(name) {
+                return Err(format!("column '{name}' appears twice"));
+            }
+        }
+        let mut columns: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
+        for (line_no, line) in lines {
+            let mut count = 0;
+            for (i, field) in line.split(',').enumerate() {
+                let field = field.trim();
+                let value = match field {
+                    "true" | "True" => 1.0,
+                    "false" | "False" => 0.0,
+                    _ => field
+                        .parse::<f64>()
+                        .map_err(|_| format!("line {}: '{field}' is not a number", line_no + 1))?,
+                };
+                if i < names.len() {
+                    columns[i].push(value);
+                }
+                count += 1;
+            }
+            if count != names.len() {
+                return Err(format!(
+                    "line {}: {count} fields, the header names {}",
+                    line_no + 1,
+                    names.len()
+                ));
+            }
+        }
+        let rows = columns.first().map_or(0, Vec::len);
+        if rows == 0 {
+            return Err("the table has no rows".into());
+        }
+        Ok(Self {
+            names,
+            columns,
+            rows,
+        })
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn column(&self, name: &str) -> Option<usize> {
+        self.names.iter().position(|n| n == name)
+    }
+
+    /// The value of column `c` for event number `event` (from 1).
+    pub fn value(&self, c: usize, event: u64) -> f64 {
+        let row = (event.max(1) - 1) % self.rows as u64;
+        self.columns[c][row as usize]
+    }
+}
+
+/// A comparison of a column with a number.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Cut {
+    column: usize,
+    op: Op,
+    value: f64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Op {
+    Ge,
+    Gt,
+    Le,
+    Lt,
+    Eq,
+    Ne,
+}
+
+impl Cut {
+    /// Parses `column op number`, with op one of `>=`, `>`, `<=`, `<`,
+    /// `==`, `!=`.
+    pub fn parse(text: &str, table: &Table) -> Result<Self, String> {
+        let ops = [
+            (">=", Op::Ge),
+            ("<=", Op::Le),
+            ("==", Op::Eq),
+            ("!=", Op::Ne),
+            (">", Op::Gt),
+            ("<", Op::Lt),
+        ];
+        let Some((at, symbol, op)) = ops
+            .iter()
+            .filter_map(|&(s, op)| text.find(s).map(|i| (i, s, op)))
+            .min_by_key(|&(i, s, _)| (i, usize::MAX - s.len()))
+        else {
+            return Err(format!(
+                "'{text}' is not 'column op number' (op: >=, >, <=, <, ==, !=)"
+            ));
+        };
+        let name = text[..at].trim();
+        let number = text[at + symbol.len()..].trim();
+        let column = table.column(name).ok_or_else(|| {
+            format!(
+                "no column '{name}' in the event table (columns: {})",
+                table.names.join(", ")
+            )
+        })?;
+        let value = number
+            .parse::<f64>()
+            .map_err(|_| format!("'{number}' is not a number"))?;
+        Ok(Self { column, op, value })
+    }
+
+    pub fn passes(&self, table: &Table, event: u64) -> bool {
+        let x = table.value(self.column, event);
+        match self.op {
+            Op::Ge => x >= self.value,
+            Op::Gt => x > self.value,
+            Op::Le => x <= self.value,
+            Op::Lt => x < self.value,
+            Op::Eq => x == self.value,
+            Op::Ne => x != self.value,
+        }
+    }
+}
+
+/// A table file named in a configuration: relative to the directory of the
+/// configuration file (`origin`).
+pub fn resolve(origin: &str, file: &str) -> PathBuf {
+    let path = Path::new(file);
+    if path.is_absolute() {
+        return path.to_path_buf();
+    }
+    match Path::new(origin).parent() {
+        Some(dir) => dir.join(path),
+        None => path.to_path_buf(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_tables_and_cuts() {
+        let t = Table::parse("a, b\n1, 2.5\n3, true\n").unwrap();
+        assert_eq!(t.rows(), 2);
+        let c = Cut::parse("b >= 1", &t).unwrap();
+        assert!(c.passes(&t, 1) && c.passes(&t, 2) && c.passes(&t, 3));
+        let c = Cut::parse("a<2", &t).unwrap();
+        assert!(c.passes(&t, 1) && !c.passes(&t, 2));
+        assert!(
+            Cut::parse("zz > 1", &t)
+                .unwrap_err()
+                .contains("no column 'zz'")
+        );
+        assert!(Cut::parse("a ~ 1", &t).is_err());
+        assert!(Table::parse("a,b\n1\n").unwrap_err().contains("line 2"));
+        assert!(Table::parse("a,a\n1,2\n").is_err());
+    }
+}
