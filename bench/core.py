@@ -104,19 +104,33 @@ def bench_parallel(reps: int, quick: bool) -> list[tuple]:
 
 
 def bench_within_event(reps: int, quick: bool) -> list[tuple]:
-    n = "3" if quick else "6"
-    common = ["--time-scale", "0.1", "--work", "sleep", "--events", n, "--events-in-flight", "1"]
+    # A whole cycle of the 100 recorded events, so that the mix of events is
+    # the paper's (whose critical-path bound is 1.30).
+    n = "20" if quick else "100"
+    common = ["--time-scale", "0.01", "--work", "sleep", "--events", n, "--events-in-flight", "1"]
     ratios = []
     for i in range(reps):
         seq = evflow(HIPILEUP, f"we-seq{i}", *common, "--executor", "sequential")
         thr = evflow(HIPILEUP, f"we-thr{i}", *common, "--threads", "64")
         ratios.append(thr["throughput_ev_s"] / seq["throughput_ev_s"])
-    return [("4 within one event: 64 threads, 1 in flight / sequential (hipileup sleep 0.1)",
-             median(ratios), ">= 1.25 (bound 1.30)")]
+    sim = simulate(HIPILEUP, "we-sim", "--time-scale", "0.01", "--events", n, "--events-in-flight", "1",
+                   "--cores", "64")
+    bound = sim["bounds"]["work_per_event_s"] / sim["bounds"]["critical_path_s"]
+    return [("4 within one event: 64 threads, 1 in flight / sequential (hipileup sleep 0.01)",
+             median(ratios), f">= 1.25 (bound for these events {bound:.3f})")]
+
+
+def simulate(config: Path, tag: str, *args: str) -> dict:
+    report = OUT / f"{tag}.json"
+    subprocess.run([str(EVFLOW), "simulate", str(config), "--quiet", "--report", str(report), *args], check=True)
+    return json.loads(report.read_text())
 
 
 def bench_many_in_flight(reps: int, quick: bool) -> list[tuple]:
     rows = []
+    # As the issue prescribes: module times x 0.001. Past ~10 events in
+    # flight this asks 2 cores for millions of module executions and sleeps
+    # per second: the machine's CPU, not the engine's design, is the limit.
     base = None
     for k in (1, 10, 100, 1000):
         n = str(max(40, 3 * k) if quick else max(100, 6 * k))
@@ -128,10 +142,22 @@ def bench_many_in_flight(reps: int, quick: bool) -> list[tuple]:
             rss.append(r["peak_rss_bytes"])
         value = median(per_k)
         base = base or value
-        rows.append((f"5 many in flight: K=threads={k}: events/s per event in flight, relative to K=1",
+        rows.append((f"5 many in flight (x0.001): K=threads={k}: events/s per event in flight / K=1",
                      value / base, ">= 0.90"))
         if k == 1000:
             rows.append(("5 many in flight: peak RSS at K=1000 (MB)", max(rss) / 1e6, "<= 200"))
+    # The same with module times x 0.1, where 2 cores can carry 1000 events
+    # in flight; relative to 10 in flight (1 in flight would need minutes per
+    # cycle of recorded events).
+    base = None
+    for k in (10, 100, 1000):
+        n = str(max(30, 3 * k) if quick else max(100, 3 * k))
+        r = evflow(HIPILEUP, f"k{k}-slow", "--time-scale", "0.1", "--work", "sleep", "--events", n,
+                   "--threads", str(k), "--events-in-flight", str(k))
+        value = r["throughput_ev_s"] / k
+        base = base or value
+        rows.append((f"5 many in flight (x0.1): K=threads={k}: events/s per event in flight / K=10",
+                     value / base, ">= 0.90"))
     return rows
 
 

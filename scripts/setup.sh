@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs what evflow needs, builds it, and runs the main job: the demo
-# reconstruction workload shipped in examples/configs/demo.toml.
+# Installs what evflow needs, builds it, and runs the main job:
+#   * the `evflow` command (Rust), run on the demo reconstruction workload
+#     shipped in examples/configs/demo.toml;
+#   * the `evflow` Python package, installed into .venv (pip install .).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,5 +11,9 @@ if ! command -v cargo >/dev/null 2>&1; then
     exit 1
 fi
 cargo build --release -p evflow-cli
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet .
 ./target/release/evflow run examples/configs/demo.toml --report target/demo-report.json "$@"
 echo "report written to target/demo-report.json"
+echo "Python package installed in .venv: . .venv/bin/activate && evflow run examples/zmumu.py"

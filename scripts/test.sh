@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every check and test of evflow: formatting, lints, the Rust test
-# suite (unit, integration, doc examples) and the Python test suite.
+# suite (unit, integration, stress, doc examples) and the Python test suite
+# (in a virtual environment, .venv, that this script creates or updates).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,4 +10,14 @@ cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== cargo test"
-cargo test --workspace --release
+cargo test --release --quiet
+
+echo "== Python package (pip install '.[test]' into .venv)"
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet '.[test]'
+echo "== ruff"
+.venv/bin/ruff check python tests/python examples bench
+.venv/bin/ruff format --check python tests/python examples bench
+echo "== pytest"
+.venv/bin/python -m pytest tests/python -q

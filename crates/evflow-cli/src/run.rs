@@ -11,6 +11,9 @@ use evflow_core::{ErrorPolicy, ExecutorKind, RunError, RunOptions};
 use crate::{ExecutorArg, FilterOrderArg, OnErrorArg, RunArgs, WorkArg, summary, system};
 
 pub fn run(args: &RunArgs) -> Result<(), String> {
+    if args.config.extension().is_some_and(|e| e == "py") {
+        return run_python_analysis();
+    }
     if !args.time_scale.is_finite() || args.time_scale < 0.0 {
         return Err(format!(
             "--time-scale must be a finite number >= 0, not {}",
@@ -91,6 +94,34 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     match error {
         None => Ok(()),
         Some(error) => Err(error.to_string()),
+    }
+}
+
+/// `evflow run analysis.py ...`: a Python analysis runs in the Python
+/// package's own runner (`python -m evflow run`), with the same options.
+fn run_python_analysis() -> Result<(), String> {
+    let python = std::env::var_os("EVFLOW_PYTHON")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("VIRTUAL_ENV").map(|v| std::path::Path::new(&v).join("bin").join("python"))
+        })
+        .unwrap_or_else(|| "python3".into());
+    let forwarded: Vec<std::ffi::OsString> = std::env::args_os().skip(2).collect();
+    let status = std::process::Command::new(&python)
+        .args(["-m", "evflow", "run"])
+        .args(&forwarded)
+        .status()
+        .map_err(|e| {
+            format!(
+                "cannot start {} for a Python analysis: {e} (set EVFLOW_PYTHON, or activate the \
+                 virtual environment where the evflow package is installed)",
+                python.display()
+            )
+        })?;
+    match status.code() {
+        Some(0) => Ok(()),
+        Some(code) => std::process::exit(code),
+        None => Err(format!("{} was stopped by a signal", python.display())),
     }
 }
 

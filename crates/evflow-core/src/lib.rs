@@ -76,7 +76,8 @@ pub use module::{
 };
 pub use process::{ConfigError, CostModel, DecisionModel, InputTag, ModuleDesc, PathDesc, Process};
 pub use report::{
-    ChromeTrace, FailedEvent, ModuleReport, PathReport, Report, Stall, StepReport, TraceSlice,
+    ChromeTrace, FailedEvent, ModuleReport, PathReport, Report, Stall, SteadyRate, StepReport,
+    TraceSlice,
 };
 pub use source::{EmptySource, Source, SourceProducts};
 

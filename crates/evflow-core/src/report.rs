@@ -16,6 +16,10 @@ pub struct Report {
     /// Process CPU time; filled by front ends that can measure it.
     pub cpu_s: f64,
     pub throughput_ev_s: f64,
+    /// Throughput between the K-th and the K-th-to-last completed event
+    /// (K events in flight): the steady state, without the ramp-up and the
+    /// drain of the pipeline. 0 when the job had fewer than 3K events.
+    pub steady_throughput_ev_s: f64,
     pub threads: usize,
     pub events_in_flight: usize,
     pub peak_events_in_flight: usize,
@@ -75,6 +79,56 @@ pub struct FailedEvent {
     pub event: u64,
     pub module: String,
     pub message: String,
+}
+
+/// Measures [`Report::steady_throughput_ev_s`] from event completion times,
+/// in O(K) memory.
+#[derive(Clone, Debug)]
+pub struct SteadyRate {
+    k: usize,
+    completed: u64,
+    /// Time of the K-th completion.
+    window_start: Option<f64>,
+    /// The last K completion times.
+    recent: std::collections::VecDeque<f64>,
+}
+
+impl SteadyRate {
+    pub fn new(events_in_flight: usize) -> Self {
+        let k = events_in_flight.max(1);
+        Self {
+            k,
+            completed: 0,
+            window_start: None,
+            recent: std::collections::VecDeque::with_capacity(k + 1),
+        }
+    }
+
+    /// Records one completed event at time `t` (seconds).
+    pub fn record(&mut self, t: f64) {
+        self.completed += 1;
+        if self.completed == self.k as u64 {
+            self.window_start = Some(t);
+        }
+        self.recent.push_back(t);
+        if self.recent.len() > self.k {
+            self.recent.pop_front();
+        }
+    }
+
+    /// Events per second between the K-th and the K-th-to-last completion.
+    pub fn throughput(&self) -> f64 {
+        let k = self.k as u64;
+        if self.completed < 3 * k {
+            return 0.0;
+        }
+        match (self.window_start, self.recent.front()) {
+            (Some(start), Some(&end)) if end > start => {
+                (self.completed - 2 * k) as f64 / (end - start)
+            }
+            _ => 0.0,
+        }
+    }
 }
 
 /// Work that was ready but waited for admission.

@@ -49,6 +49,8 @@ struct PathTally {
 /// Counts finished events and path statistics, like the engine does.
 struct Tally {
     graph: Arc<Graph>,
+    now: std::cell::Cell<f64>,
+    steady: std::cell::RefCell<evflow_core::SteadyRate>,
     events: std::cell::Cell<u64>,
     paths: std::cell::RefCell<Vec<PathTally>>,
 }
@@ -60,6 +62,7 @@ impl Observer for Tally {
             return;
         }
         self.events.set(self.events.get() + 1);
+        self.steady.borrow_mut().record(self.now.get());
         let mut paths = self.paths.borrow_mut();
         let mut outcome = PathOutcome::default();
         for (p, path) in self.graph.paths.iter().enumerate() {
@@ -109,6 +112,8 @@ pub(crate) fn run(
     );
     let tally = Tally {
         graph: graph.clone(),
+        now: std::cell::Cell::new(0.0),
+        steady: std::cell::RefCell::new(evflow_core::SteadyRate::new(k)),
         events: std::cell::Cell::new(0),
         paths: std::cell::RefCell::new(
             graph
@@ -159,6 +164,7 @@ pub(crate) fn run(
             });
         };
         now = t;
+        tally.now.set(now);
         accumulate(&mut profile, machine.modules_running, now - last);
         last = now;
         let (task, started) = machine.running[core]
@@ -246,6 +252,7 @@ pub(crate) fn run(
         wall_s: now,
         cpu_s: busy_s,
         throughput_ev_s: if now > 0.0 { events as f64 / now } else { 0.0 },
+        steady_throughput_ev_s: tally.steady.borrow().throughput(),
         threads: options.cores,
         events_in_flight: k,
         peak_events_in_flight: coordinator.peak_events_in_flight(),

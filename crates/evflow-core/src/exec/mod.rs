@@ -102,6 +102,7 @@ pub(crate) struct Engine {
     stalls: Mutex<Vec<Stall>>,
     /// Per module and instance: what its hooks have opened.
     open_transitions: Mutex<Vec<Vec<OpenBlocks>>>,
+    steady: Mutex<crate::report::SteadyRate>,
 }
 
 impl Engine {
@@ -162,6 +163,7 @@ impl Engine {
             queued_at: Mutex::new(std::collections::HashMap::new()),
             stalls: Mutex::new(Vec::new()),
             open_transitions: Mutex::new(open),
+            steady: Mutex::new(crate::report::SteadyRate::new(k)),
         }
     }
 
@@ -708,6 +710,7 @@ impl Engine {
             events,
             wall_s,
             cpu_s: 0.0,
+            steady_throughput_ev_s: lock(&self.steady).throughput(),
             throughput_ev_s: if wall_s > 0.0 {
                 events as f64 / wall_s
             } else {
@@ -783,6 +786,7 @@ impl Observer for Engine {
                 }
             }
         }
+        lock(&self.steady).record(self.start.elapsed().as_secs_f64());
         let done = self.events_done.fetch_add(1, Ordering::Relaxed) + 1;
         if let Some(progress) = &self.progress {
             progress(done);

@@ -1,0 +1,322 @@
+//! The per-batch state shared by the Python modules of one engine event, and
+//! the job-wide state (cut-flow records, errors, cancellation) they report to.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use evflow_core::ModuleError;
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+/// One cut-flow measurement: a filter step of a path on one batch.
+#[derive(Clone, Debug)]
+pub(crate) struct CutRecord {
+    pub batch: u64,
+    pub path: u32,
+    pub step: u32,
+    /// Position of this step among the steps of the path executed on the
+    /// batch (0 = first): the execution order.
+    pub position: u32,
+    pub seen: u64,
+    pub passed: u64,
+    pub w_seen: f64,
+    pub w_passed: f64,
+}
+
+/// A finished batch: its index and, per path, the events (and sum of
+/// weights) the path accepted.
+pub(crate) type BatchFinal = (u64, Vec<(u64, f64)>);
+
+/// What every module wrapper of a job shares.
+pub(crate) struct Shared {
+    pub n_paths: usize,
+    /// Python helper: `union(list_of_index_arrays) -> index_array`.
+    pub union: Py<PyAny>,
+    /// Python helper: `intersect(a, b) -> index_array`.
+    pub intersect: Py<PyAny>,
+    /// Python helper: `weight_sum(batch_data, selection) -> float`.
+    pub weight_sum: Py<PyAny>,
+    pub cancel: AtomicBool,
+    pub skip_failed: bool,
+    /// Python callable told the index of a batch that failed (skip mode).
+    pub on_batch_failed: Option<Py<PyAny>>,
+    pub records: Mutex<Vec<CutRecord>>,
+    /// (batch index, events, total weight) of every batch read.
+    pub batches: Mutex<Vec<(u64, u64, f64)>>,
+    /// (batch index, [(events, weight) accepted by each path]) of every
+    /// batch finished.
+    pub finals: Mutex<Vec<BatchFinal>>,
+    pub failed: Mutex<Vec<u64>>,
+    /// The first Python exception raised by a module or the source, kept to
+    /// chain it to the error the job raises.
+    pub first_error: Mutex<Option<PyErr>>,
+    pub events_done: AtomicU64,
+    pub batches_done: AtomicU64,
+}
+
+impl Shared {
+    pub fn new(
+        n_paths: usize,
+        union: Py<PyAny>,
+        intersect: Py<PyAny>,
+        weight_sum: Py<PyAny>,
+        skip_failed: bool,
+        on_batch_failed: Option<Py<PyAny>>,
+    ) -> Self {
+        Self {
+            n_paths,
+            union,
+            intersect,
+            weight_sum,
+            cancel: AtomicBool::new(false),
+            skip_failed,
+            on_batch_failed,
+            records: Mutex::new(Vec::new()),
+            batches: Mutex::new(Vec::new()),
+            finals: Mutex::new(Vec::new()),
+            failed: Mutex::new(Vec::new()),
+            first_error: Mutex::new(None),
+            events_done: AtomicU64::new(0),
+            batches_done: AtomicU64::new(0),
+        }
+    }
+
+    pub fn check_cancel(&self) -> Result<(), ModuleError> {
+        if self.cancel.load(Ordering::Relaxed) {
+            Err(ModuleError::msg("interrupted"))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Keeps the first Python error (for chaining) and turns it into the
+    /// engine's error message, prefixed with where it happened.
+    pub fn python_error(&self, py: Python<'_>, err: PyErr, batch: Option<&Batch>) -> ModuleError {
+        let text = format_exception(py, &err);
+        {
+            let mut first = self.first_error.lock().unwrap_or_else(|p| p.into_inner());
+            if first.is_none() {
+                *first = Some(err);
+            }
+        }
+        match batch {
+            Some(b) => ModuleError::msg(format!("{}: {text}", b.label)),
+            None => ModuleError::msg(text),
+        }
+    }
+
+    /// Records that a batch failed (skip mode) and tells the Python side.
+    pub fn batch_failed(&self, py: Python<'_>, batch: &Batch) {
+        if !self.skip_failed {
+            return;
+        }
+        {
+            let mut failed = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+            if failed.contains(&batch.index) {
+                return;
+            }
+            failed.push(batch.index);
+        }
+        if let Some(cb) = &self.on_batch_failed {
+            // A failing notification must not hide the original error.
+            let _ = cb.bind(py).call1((batch.index,));
+        }
+    }
+
+    pub fn record(&self, rec: CutRecord) {
+        self.records
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(rec);
+    }
+}
+
+/// `ExceptionType: message`, as Python prints its last line.
+pub(crate) fn format_exception(py: Python<'_>, err: &PyErr) -> String {
+    let ty = err.get_type(py);
+    let name = ty
+        .qualname()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "Exception".into());
+    let value = err
+        .value(py)
+        .str()
+        .map(|s| s.to_string())
+        .unwrap_or_default();
+    if value.is_empty() {
+        name
+    } else {
+        format!("{name}: {value}")
+    }
+}
+
+/// The current selection of one path on one batch: the indices (into the
+/// batch) of the events still on the path; `None` means every event.
+struct PathSel {
+    sel: Option<Py<PyAny>>,
+    n: u64,
+    /// Sum of the weights of the selected events.
+    w: f64,
+    /// Steps of this path already executed on the batch.
+    steps_done: u32,
+}
+
+/// One batch of events: the engine event of a Python job.
+pub(crate) struct Batch {
+    pub index: u64,
+    pub len: u64,
+    /// The Python `BatchData` (columns, file, entry range).
+    pub data: Py<PyAny>,
+    /// "batch 3 (file 'a.root', tree 'events', entries 100000-149999)".
+    pub label: String,
+    paths: Mutex<Vec<PathSel>>,
+    shared: std::sync::Arc<Shared>,
+}
+
+impl Batch {
+    pub fn new(
+        index: u64,
+        len: u64,
+        weight_total: f64,
+        data: Py<PyAny>,
+        label: String,
+        shared: std::sync::Arc<Shared>,
+    ) -> Self {
+        let paths = (0..shared.n_paths)
+            .map(|_| PathSel {
+                sel: None,
+                n: len,
+                w: weight_total,
+                steps_done: 0,
+            })
+            .collect();
+        Self {
+            index,
+            len,
+            data,
+            label,
+            paths: Mutex::new(paths),
+            shared,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<PathSel>> {
+        self.paths.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The selection of path `p` now, its size, and how many of its steps ran.
+    pub fn path_selection(&self, py: Python<'_>, p: usize) -> (Option<Py<PyAny>>, u64, u32) {
+        let paths = self.lock();
+        let s = &paths[p];
+        (s.sel.as_ref().map(|x| x.clone_ref(py)), s.n, s.steps_done)
+    }
+
+    /// Narrows path `p` with the result `new` of a step that started from
+    /// the selection `read` (`None`: every event). Steps of one path may run
+    /// concurrently on a batch (a planner may group them): when another
+    /// step narrowed the path meanwhile, the two results are intersected, so
+    /// no narrowing is lost whatever the order.
+    pub fn narrow(
+        &self,
+        py: Python<'_>,
+        p: usize,
+        read: Option<&Py<PyAny>>,
+        new: Option<Py<PyAny>>,
+        new_n: u64,
+        new_w: f64,
+    ) -> PyResult<()> {
+        fn ptr(x: Option<&Py<PyAny>>) -> *mut pyo3::ffi::PyObject {
+            x.map_or(std::ptr::null_mut(), |o| o.as_ptr())
+        }
+        let mut base = ptr(read);
+        let mut candidate = (new.as_ref().map(|x| x.clone_ref(py)), new_n, new_w);
+        loop {
+            let current = {
+                let mut paths = self.lock();
+                let s = &mut paths[p];
+                if ptr(s.sel.as_ref()) == base {
+                    (s.sel, s.n, s.w) = candidate;
+                    s.steps_done += 1;
+                    return Ok(());
+                }
+                (s.sel.as_ref().map(|x| x.clone_ref(py)), s.n, s.w)
+            };
+            base = ptr(current.0.as_ref());
+            candidate = match (current, &new) {
+                (cur, None) => cur,
+                ((None, _, _), Some(_)) => (new.as_ref().map(|x| x.clone_ref(py)), new_n, new_w),
+                ((Some(cur), _, _), Some(n)) => {
+                    let both = self.shared.intersect.bind(py).call1((cur, n.bind(py)))?;
+                    let count = both.len()? as u64;
+                    let w: f64 = self
+                        .shared
+                        .weight_sum
+                        .bind(py)
+                        .call1((self.data.bind(py), &both))?
+                        .extract()?;
+                    (Some(both.unbind()), count, w)
+                }
+            };
+        }
+    }
+
+    /// The union of the selections of `paths` (all paths when `None`), as an
+    /// index array, or `None` for every event.
+    pub fn union(&self, py: Python<'_>, paths: Option<&[usize]>) -> PyResult<Option<Py<PyAny>>> {
+        let sels: Vec<Py<PyAny>> = {
+            let all = self.lock();
+            let mut sels = Vec::new();
+            let chosen: Box<dyn Iterator<Item = &PathSel>> = match paths {
+                Some(list) => Box::new(list.iter().map(|&p| &all[p])),
+                None => Box::new(all.iter()),
+            };
+            for s in chosen {
+                match &s.sel {
+                    None => return Ok(None),
+                    Some(x) => sels.push(x.clone_ref(py)),
+                }
+            }
+            sels
+        };
+        match sels.len() {
+            0 => Ok(None),
+            1 => Ok(sels.into_iter().next()),
+            _ => {
+                let list = PyList::new(py, sels)?;
+                Ok(Some(self.shared.union.bind(py).call1((list,))?.unbind()))
+            }
+        }
+    }
+
+    /// The events a producer computes on: every event that some path may
+    /// still need, or all of them when an analyzer reading every event
+    /// consumes the product (`needs_all`).
+    pub fn live(&self, py: Python<'_>, needs_all: bool) -> PyResult<Option<Py<PyAny>>> {
+        if needs_all || self.shared.n_paths == 0 {
+            return Ok(None);
+        }
+        self.union(py, None)
+    }
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        let finals = self.lock().iter().map(|s| (s.n, s.w)).collect();
+        self.shared
+            .finals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((self.index, finals));
+        self.shared
+            .events_done
+            .fetch_add(self.len, Ordering::Relaxed);
+        self.shared.batches_done.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A product made by a Python producer: the value and the selection of the
+/// batch it is aligned with (`None`: every event).
+pub(crate) struct PyProduct {
+    pub sel: Option<Py<PyAny>>,
+    pub value: Py<PyAny>,
+}

@@ -1,0 +1,202 @@
+//! evflow-core modules that call Python: each one acquires the GIL only for
+//! the call, reads and narrows the batch's per-path selections, and stores
+//! its results as [`PyProduct`]s.
+
+use std::sync::Arc;
+
+use evflow_core::{
+    Analyzer, Event, Filter, ModuleError, ModuleResult, Output, Producer, Transitions,
+    TriggerResults,
+};
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
+
+use crate::batch::{Batch, CutRecord, PyProduct, Shared};
+
+/// What every Python module wrapper holds.
+pub(crate) struct PyCall {
+    pub runner: Py<PyAny>,
+    /// Number of products (after `source:batch`) the module consumes.
+    pub n_inputs: usize,
+    pub shared: Arc<Shared>,
+}
+
+impl PyCall {
+    fn batch<'a>(&self, ev: &Event<'a>) -> ModuleResult<&'a Batch> {
+        self.shared.check_cancel()?;
+        ev.get_nth::<Batch>(0)
+    }
+
+    /// The consumed products as a list of `(selection, value)` tuples.
+    fn inputs<'py>(&self, py: Python<'py>, ev: &Event<'_>) -> Result<Bound<'py, PyList>, Failure> {
+        let list = PyList::empty(py);
+        for i in 1..=self.n_inputs {
+            let p: &PyProduct = ev.get_nth(i).map_err(Failure::Engine)?;
+            let sel = p.sel.as_ref().map(|s| s.clone_ref(py));
+            let sel = match sel {
+                Some(s) => s.into_bound(py),
+                None => py.None().into_bound(py),
+            };
+            let pair =
+                PyTuple::new(py, [sel, p.value.bind(py).clone()]).map_err(Failure::Python)?;
+            list.append(pair).map_err(Failure::Python)?;
+        }
+        Ok(list)
+    }
+
+    /// Runs `body` holding the GIL; maps Python errors to a module error that
+    /// names the batch, and records the failure.
+    fn with_python<T>(
+        &self,
+        batch: &Batch,
+        body: impl FnOnce(Python<'_>) -> Result<T, Failure>,
+    ) -> ModuleResult<T> {
+        Python::attach(|py| match body(py) {
+            Ok(v) => Ok(v),
+            Err(f) => {
+                let err = match f {
+                    Failure::Python(e) => self.shared.python_error(py, e, Some(batch)),
+                    Failure::Engine(e) => ModuleError::msg(format!("{}: {e}", batch.label)),
+                };
+                self.shared.batch_failed(py, batch);
+                Err(err)
+            }
+        })
+    }
+}
+
+pub(crate) enum Failure {
+    Python(PyErr),
+    Engine(ModuleError),
+}
+
+impl From<PyErr> for Failure {
+    fn from(e: PyErr) -> Self {
+        Failure::Python(e)
+    }
+}
+
+/// A Python producer: `runner(data, selection, inputs) -> list of values`,
+/// one per declared product, aligned with `selection`.
+pub(crate) struct PyProducer {
+    pub call: PyCall,
+    pub produces: Vec<String>,
+    /// Some consumer (directly or through producers) reads every event.
+    pub needs_all: bool,
+}
+
+impl Transitions for PyProducer {}
+
+impl Producer for PyProducer {
+    fn produce(&self, ev: &Event<'_>) -> ModuleResult {
+        let batch = self.call.batch(ev)?;
+        self.call.with_python(batch, |py| {
+            let live = batch.live(py, self.needs_all)?;
+            let inputs = self.call.inputs(py, ev)?;
+            let sel_arg = live.as_ref().map(|s| s.clone_ref(py));
+            let out = self
+                .call
+                .runner
+                .bind(py)
+                .call1((batch.data.bind(py), sel_arg, inputs))?;
+            let values: Vec<Py<PyAny>> = out.extract()?;
+            if values.len() != self.produces.len() {
+                return Err(Failure::Engine(ModuleError::msg(format!(
+                    "producer runner returned {} values for {} products",
+                    values.len(),
+                    self.produces.len()
+                ))));
+            }
+            for (name, value) in self.produces.iter().zip(values) {
+                let sel = live.as_ref().map(|s| s.clone_ref(py));
+                ev.put(name, PyProduct { sel, value })
+                    .map_err(Failure::Engine)?;
+            }
+            Ok(())
+        })
+    }
+}
+
+/// One occurrence of a Python filter on a path:
+/// `runner(data, selection, inputs) -> (new_selection, passed, w_seen, w_passed)`.
+pub(crate) struct PyFilter {
+    pub call: PyCall,
+    pub path: usize,
+    pub step: usize,
+}
+
+impl Transitions for PyFilter {}
+
+impl Filter for PyFilter {
+    fn filter(&self, ev: &Event<'_>) -> ModuleResult<bool> {
+        let batch = self.call.batch(ev)?;
+        self.call.with_python(batch, |py| {
+            let (sel, seen, position) = batch.path_selection(py, self.path);
+            if seen == 0 {
+                return Ok(false);
+            }
+            let inputs = self.call.inputs(py, ev)?;
+            let sel_arg = sel.as_ref().map(|s| s.clone_ref(py));
+            let out = self
+                .call
+                .runner
+                .bind(py)
+                .call1((batch.data.bind(py), sel_arg, inputs))?;
+            let (new_sel, passed, w_seen, w_passed): (Option<Py<PyAny>>, u64, f64, f64) =
+                out.extract()?;
+            batch.narrow(py, self.path, sel.as_ref(), new_sel, passed, w_passed)?;
+            self.call.shared.record(CutRecord {
+                batch: batch.index,
+                path: self.path as u32,
+                step: self.step as u32,
+                position,
+                seen,
+                passed,
+                w_seen,
+                w_passed,
+            });
+            Ok(passed > 0)
+        })
+    }
+}
+
+/// A Python analyzer or output on the end path:
+/// `runner(data, batch_index, selection, inputs) -> None`, where the
+/// selection is the union of the final selections of the paths it follows
+/// (`None`: every event).
+pub(crate) struct PyEndModule {
+    pub call: PyCall,
+    pub after: Option<Vec<usize>>,
+}
+
+impl PyEndModule {
+    fn run(&self, ev: &Event<'_>) -> ModuleResult {
+        let batch = self.call.batch(ev)?;
+        self.call.with_python(batch, |py| {
+            let sel = match &self.after {
+                None => None,
+                Some(paths) => batch.union(py, Some(paths))?,
+            };
+            let inputs = self.call.inputs(py, ev)?;
+            self.call
+                .runner
+                .bind(py)
+                .call1((batch.data.bind(py), batch.index, sel, inputs))?;
+            Ok(())
+        })
+    }
+}
+
+impl Transitions for PyEndModule {}
+
+impl Analyzer for PyEndModule {
+    fn analyze(&self, ev: &Event<'_>) -> ModuleResult {
+        self.run(ev)
+    }
+}
+
+impl Output for PyEndModule {
+    fn write(&self, ev: &Event<'_>, _results: &TriggerResults) -> ModuleResult {
+        self.run(ev)
+    }
+}

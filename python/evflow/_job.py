@@ -1,0 +1,472 @@
+"""Turns a :class:`~evflow.Process` into a native engine job, runs it, and
+collects the results."""
+
+from __future__ import annotations
+
+import json
+import resource
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from . import _runtime as rt
+from ._ordered import Ordered
+from .errors import ConfigurationError, EvflowError, JobError, ModuleError, SourceError
+
+if TYPE_CHECKING:
+    from ._process import Histogram, Process
+    from .output import ParquetOutput
+    from .result import Result
+
+
+def _cpu_seconds() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _flatten(values: list[Any], weight: Any) -> tuple[list[Any], Any]:
+    """Broadcasts jagged columns (and per-event weights) to one entry per
+    object and flattens them to numpy."""
+    import awkward as ak
+    import numpy as np
+
+    jagged = any(isinstance(v, ak.Array) and v.ndim > 1 for v in values)
+    if jagged:
+        arrays = [*values, weight] if weight is not None else list(values)
+        arrays = ak.broadcast_arrays(*arrays)
+        out = [ak.to_numpy(ak.flatten(a, axis=None)) for a in arrays]
+        if weight is not None:
+            return out[:-1], out[-1]
+        return out, None
+    out = [ak.to_numpy(v) if isinstance(v, ak.Array) else np.asarray(v) for v in values]
+    return out, (
+        None
+        if weight is None
+        else np.asarray(ak.to_numpy(weight) if isinstance(weight, ak.Array) else weight)
+    )
+
+
+class _Plan:
+    """The compiled description: engine modules, branches to read,
+    accumulators."""
+
+    def __init__(self, proc: Process) -> None:
+        from ._process import Analyzer, Filter, Producer
+
+        self.proc = proc
+        if proc.source is None:
+            raise ConfigurationError(
+                f"process '{proc.name}' has no source (set proc.source = ef.source.root(...))"
+            )
+        self.path_index = {name: i for i, name in enumerate(proc.paths)}
+
+        # Products: name -> producer label.
+        self.product_of: dict[str, str] = {}
+        for m in proc.modules.values():
+            if isinstance(m, Producer):
+                for p in m.produces:
+                    if p in self.product_of:
+                        raise ConfigurationError(
+                            f"product '{p}' is produced by both '{self.product_of[p]}' and '{m.label}'"
+                        )
+                    self.product_of[p] = m.label
+        self.branches: list[str] = []
+        self._branch_set: set[str] = set()
+        if proc.weight is not None:
+            self._branch(proc.weight)
+
+        # Filters: one engine module per (path, filter) occurrence.
+        occurrences: dict[str, list[str]] = {}
+        for path in proc.paths.values():
+            for f in path.filters:
+                occurrences.setdefault(f.label, []).append(path.name)
+        for m in proc.modules.values():
+            if isinstance(m, Filter) and m.label not in occurrences:
+                raise ConfigurationError(f"filter '{m.label}' is on no path (add it with proc.path(...))")
+        self.engine_label: dict[tuple[str, str], str] = {}
+        for label, paths in occurrences.items():
+            for p in paths:
+                self.engine_label[(p, label)] = label if len(paths) == 1 else f"{label}@{p}"
+
+        self.modules: list[dict[str, Any]] = []
+        self.ordered: list[Ordered[Any]] = []
+        self.hists: dict[str, Any] = {}
+        self.outputs: list[ParquetOutput] = []
+        used = set(proc.modules)
+
+        for m in proc.modules.values():
+            if isinstance(m, Producer):
+                products, names = self._consumes(m.label, m.consumes)
+                runner = rt.producer_runner(m.label, m.fn, names, products, m.produces)
+                self._add("producer", m.label, runner, products, m.produces, m.concurrency, m.resources)
+            elif isinstance(m, Analyzer):
+                products, names = self._consumes(m.label, m.consumes)
+                runner = rt.analyzer_runner(m.label, m.fn, names, products)
+                self._add(
+                    "analyzer", m.label, runner, products, [], m.concurrency, m.resources, after=m.after
+                )
+        for path in proc.paths.values():
+            for step, f in enumerate(path.filters):
+                products, names = self._consumes(f.label, f.consumes)
+                runner = rt.filter_runner(f.label, f.fn, names, products)
+                conc, res = f.concurrency, f.resources
+                if len(occurrences[f.label]) > 1 and conc == "serial":
+                    conc, res = "exclusive", [f"evflow.filter.{f.label}"]
+                self._add(
+                    "filter",
+                    self.engine_label[(path.name, f.label)],
+                    runner,
+                    products,
+                    [],
+                    conc,
+                    res,
+                    path=self.path_index[path.name],
+                    step=step,
+                )
+        for h in proc.histograms.values():
+            label = f"hist.{h.name}"
+            if label in used:
+                raise ConfigurationError(f"module label '{label}' clashes with histogram '{h.name}'")
+            self._add_histogram(label, h)
+        for i, (out, select) in enumerate(proc.outputs):
+            label = f"output{i}"
+            if label in used:
+                raise ConfigurationError(f"module label '{label}' clashes with an output")
+            self._add_output(label, out, select)
+        self._mark_needs_all()
+
+    def _mark_needs_all(self) -> None:
+        """A producer computes on every event of a batch only if an
+        analyzer, histogram or output reading every event (no ``after`` /
+        ``select``) consumes its products, directly or through producers;
+        otherwise on the events some path still holds."""
+        by_label = {m["label"]: m for m in self.modules}
+        needs = {
+            m["label"] for m in self.modules if m["kind"] in ("analyzer", "output") and m["after"] is None
+        }
+        changed = True
+        while changed:
+            changed = False
+            for m in self.modules:
+                if m["label"] not in needs:
+                    continue
+                for tag in m["consumes"]:
+                    producer = tag.split(":", 1)[0]
+                    if producer not in needs:
+                        needs.add(producer)
+                        changed = True
+        for label, m in by_label.items():
+            if m["kind"] == "producer":
+                m["needs_all"] = label in needs
+
+    def _branch(self, name: str) -> None:
+        if name not in self._branch_set:
+            self._branch_set.add(name)
+            self.branches.append(name)
+
+    def _consumes(self, label: str, consumes: list[str]) -> tuple[list[str], frozenset[str]]:
+        """(product names, every readable name); branches are noted."""
+        products = []
+        for c in consumes:
+            if c in self.product_of:
+                if self.product_of[c] == label:
+                    raise ConfigurationError(f"module '{label}' consumes its own product '{c}'")
+                products.append(c)
+            else:
+                self._branch(c)
+        return products, frozenset(consumes)
+
+    def _after(self, label: str, after: list[str] | None) -> list[int] | None:
+        if after is None:
+            return None
+        if not after:
+            raise ConfigurationError(f"'{label}': after= / select= lists no path")
+        out = []
+        for name in after:
+            if name not in self.path_index:
+                known = ", ".join(self.path_index) or "none"
+                raise ConfigurationError(f"'{label}' follows unknown path '{name}' (paths: {known})")
+            out.append(self.path_index[name])
+        return out
+
+    def _add(
+        self,
+        kind: str,
+        label: str,
+        runner: Callable[..., Any],
+        products: list[str],
+        produces: list[str],
+        concurrency: str,
+        resources: list[str],
+        *,
+        path: int = 0,
+        step: int = 0,
+        after: list[str] | None = None,
+    ) -> None:
+        self.modules.append(
+            {
+                "kind": kind,
+                "label": label,
+                "runner": runner,
+                "consumes": [f"{self.product_of[p]}:{p}" for p in products],
+                "produces": produces,
+                "concurrency": concurrency,
+                "resources": resources,
+                "path": path,
+                "step": step,
+                "after": self._after(label, after),
+            }
+        )
+
+    def _add_histogram(self, label: str, h: Histogram) -> None:
+        proc = self.proc
+        weight_col: str | None
+        if h.weight is True:
+            if proc.weight is None:
+                raise ConfigurationError(
+                    f"histogram '{h.name}': weight=True but the process has no weight column"
+                )
+            weight_col = proc.weight
+        else:
+            weight_col = h.weight or None
+        reads = list(h.consumes) + ([weight_col] if weight_col and weight_col not in h.consumes else [])
+        products, names = self._consumes(label, reads)
+        template = h.template()
+        if h.fill is None and len(h.columns) != len(template.axes):
+            raise ConfigurationError(
+                f"histogram '{h.name}' has {len(template.axes)} axes but {len(h.columns)} columns"
+            )
+        state: dict[str, Any] = {"total": None}
+
+        def consume(_index: int, part: Any) -> None:
+            if state["total"] is None:
+                state["total"] = part
+            else:
+                state["total"] += part
+
+        ordered: Ordered[Any] = Ordered(consume)
+        self.ordered.append(ordered)
+        self.hists[h.name] = (state, template)
+        fill_fn = h.fill
+        columns = h.columns
+        name = h.name
+
+        def run(data: rt.BatchData, index: int, sel: rt.Selection, raw: list[Any]) -> None:
+            n = data.n if sel is None else len(sel)
+            part = template.copy()
+            if n:
+                ev = rt.Events(label, data, sel, names, dict(zip(products, raw, strict=True)))
+                if fill_fn is not None:
+                    got = fill_fn(ev)
+                    values = list(got) if isinstance(got, tuple) else [got]
+                else:
+                    values = [ev[c] for c in columns]
+                w = ev[weight_col] if weight_col else None
+                flat, fw = _flatten(values, w)
+                try:
+                    part.fill(*flat, weight=fw) if fw is not None else part.fill(*flat)
+                except Exception as e:
+                    raise rt.ModuleOutputError(f"histogram '{name}': cannot fill with {values!r}: {e}") from e
+            ordered.add(index, part)
+
+        self._add("analyzer", label, run, products, [], "shared", [], after=h.after)
+
+    def _add_output(self, label: str, out: ParquetOutput, select: list[str] | None) -> None:
+        products, names = self._consumes(label, out.columns)
+        ordered: Ordered[Any] = Ordered(lambda _i, table: out._write(table))
+        self.ordered.append(ordered)
+        self.outputs.append(out)
+
+        def run(data: rt.BatchData, index: int, sel: rt.Selection, raw: list[Any]) -> None:
+            n = data.n if sel is None else len(sel)
+            if n == 0:
+                ordered.add(index, None)
+                return
+            ev = rt.Events(label, data, sel, names, dict(zip(products, raw, strict=True)))
+            ordered.add(index, out._table(ev))
+
+        self._add("output", label, run, products, [], "serial", [], after=select)
+
+    def skip(self, index: int) -> None:
+        for o in self.ordered:
+            o.skip(index)
+
+
+def _weight_sum(data: rt.BatchData, sel: Any) -> float:
+    if data.weights is None:
+        return float(len(sel))
+    return float(data.weights[sel].sum())
+
+
+def run_process(
+    proc: Process,
+    *,
+    threads: int,
+    events_in_flight: int | None,
+    progress: bool | Callable[[int, int], None],
+    executor: str,
+    on_error: str,
+    trace: bool,
+    filter_order: str | None = None,
+) -> Result:
+    from . import _evflow
+    from ._process import _Progress
+    from .cutflow import build
+    from .result import Result
+    from .source import ParquetSource
+
+    if executor not in ("threaded", "sequential"):
+        raise ConfigurationError(f"executor must be 'threaded' or 'sequential', not {executor!r}")
+    if on_error not in ("fail", "skip"):
+        raise ConfigurationError(f"on_error must be 'fail' or 'skip', not {on_error!r}")
+    plan = _Plan(proc)
+    source = proc.source
+    assert source is not None
+    source.check(plan.branches)
+
+    job = _evflow.Job(proc.name)
+    if isinstance(source, ParquetSource) and source.engine == "native":
+        job.set_parquet_source(
+            source.files,
+            plan.branches,
+            source.step_size,
+            source.build(proc.weight),
+            prefetch=source.prefetch,
+            entry_stop=source.max_events,
+        )
+    else:
+        job.set_python_source(source.reader(plan.branches, proc.weight), source.describe())
+    for m in plan.modules:
+        job.add_module(**m)
+    for path in proc.paths.values():
+        job.add_path(
+            path.name,
+            [plan.engine_label[(path.name, f.label)] for f in path.filters],
+            reorderable=path.reorderable,
+            after=[
+                (plan.engine_label[(path.name, a)], plan.engine_label[(path.name, b)]) for a, b in path.after
+            ],
+        )
+
+    k = events_in_flight or threads + 2
+    show: _Progress | None = None
+    callback: Callable[[int, int], None] | None
+    if progress is True:
+        show = _Progress(source.total_events())
+        callback = show
+    elif callable(progress):
+        callback = progress
+    else:
+        callback = None
+
+    outputs = plan.outputs
+    for out in outputs:
+        out._open()
+    cpu0 = _cpu_seconds()
+    t0 = time.perf_counter()
+    extra = {} if filter_order is None else {"filter_order": filter_order}
+    try:
+        res = job.run(
+            rt.union,
+            rt.intersect,
+            _weight_sum,
+            threads=threads,
+            events_in_flight=k,
+            sequential=executor == "sequential",
+            skip_failed=on_error == "skip",
+            progress=callback,
+            on_batch_failed=plan.skip,
+            trace=trace,
+            **extra,
+        )
+    except BaseException:
+        for out in outputs:
+            out._abort()
+        if show is not None:
+            show.close()
+        raise
+    if show is not None:
+        show(len(res["batches"]), sum(b[1] for b in res["batches"]))
+        show.close()
+    wall = time.perf_counter() - t0
+    report = json.loads(res["report"]) if res["report"] else None
+
+    if res["interrupted"]:
+        for out in outputs:
+            out._abort()
+        raise KeyboardInterrupt("evflow run interrupted; partial outputs were removed")
+    if not res["ok"]:
+        for out in outputs:
+            out._abort()
+        raise _job_error(res, report, source.describe())
+
+    try:
+        for o in plan.ordered:
+            o.finish()
+        written = {out.path: out._rows for out in outputs}
+        for out in outputs:
+            out._close()
+    except BaseException:
+        for out in outputs:
+            out._abort()
+        raise
+
+    assert report is not None
+    if res.get("trace"):
+        report["trace"] = json.loads(res["trace"])
+    report["cpu_s"] = _cpu_seconds() - cpu0
+    report["peak_rss_bytes"] = _peak_rss_bytes()
+    report["wall_s_python"] = wall
+    events = sum(b[1] for b in res["batches"] if b[0] not in set(res["failed"]))
+    report["batches"] = len(res["batches"])
+    report["events_processed"] = events
+    cutflow = build(
+        [(p.name, [f.label for f in p.filters], p.reorderable) for p in proc.paths.values()],
+        res["records"],
+        res["batches"],
+        res["finals"],
+        res["failed"],
+        proc.weight is not None,
+    )
+    histograms = {}
+    for name, (state, template) in plan.hists.items():
+        histograms[name] = state["total"] if state["total"] is not None else template.copy()
+    return Result(
+        process=proc.name,
+        cutflow=cutflow,
+        histograms=histograms,
+        report=report,
+        outputs=written,
+        failed_batches=list(res["failed"]),
+        events=events,
+        wall_s=wall,
+    )
+
+
+def _job_error(res: dict[str, Any], report: dict[str, Any] | None, source: str) -> EvflowError:
+    err = res["error"] or {}
+    kind = err.get("kind", "")
+    message = err.get("message", "unknown error")
+    cause = res.get("cause")
+    out: EvflowError
+    if kind == "config":
+        out = ConfigurationError(f"configuration error: {message}")
+    elif kind == "module":
+        out = ModuleError(
+            f"module '{err['module']}' failed on {message}",
+            kind=kind,
+            module=err["module"],
+            batch=err.get("batch"),
+            report=report,
+        )
+    elif kind == "source":
+        out = SourceError(f"reading input failed: {message}", kind=kind, report=report)
+    else:
+        out = JobError(f"{kind} error: {message}", kind=kind, module=err.get("module", ""), report=report)
+    if isinstance(cause, BaseException):
+        out.__cause__ = cause
+    return out

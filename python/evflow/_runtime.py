@@ -1,0 +1,357 @@
+"""What runs per batch: the view a module sees (:class:`Events`), and the
+*runners* the native engine calls for each module and batch.
+
+A batch's columns are read once, for the whole batch. Each path keeps the
+indices of the events still on it (``None`` = every event) in the engine's
+per-batch state; a runner receives the selection it applies to, slices the
+columns it reads lazily, calls the user function, checks what it returned and
+hands the result back to the engine.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import awkward as ak
+import numpy as np
+
+from .errors import ModuleOutputError
+
+Selection = np.ndarray | None
+
+
+class BatchData:
+    """One batch as read from the input: every requested column over the
+    batch's events, and where the batch comes from."""
+
+    __slots__ = (
+        "columns",
+        "entry_start",
+        "entry_stop",
+        "file",
+        "index",
+        "n",
+        "weight_total",
+        "weights",
+        "where",
+    )
+
+    def __init__(
+        self,
+        columns: dict[str, Any],
+        n: int,
+        *,
+        file: str = "",
+        entry_start: int = 0,
+        entry_stop: int | None = None,
+        where: str | None = None,
+        weight: str | None = None,
+    ) -> None:
+        self.columns = {k: _flat_to_numpy(v) for k, v in columns.items()}
+        self.n = int(n)
+        self.file = file
+        self.entry_start = int(entry_start)
+        self.entry_stop = int(entry_stop if entry_stop is not None else entry_start + n)
+        self.where = where or f"file '{file}', entries {self.entry_start}-{self.entry_stop - 1}"
+        self.index = -1
+        if weight is not None:
+            w = np.asarray(ak.to_numpy(columns[weight]), dtype=np.float64)
+            self.weights: np.ndarray | None = w
+            self.weight_total = float(w.sum())
+        else:
+            self.weights = None
+            self.weight_total = float(self.n)
+
+
+def _flat_to_numpy(v: Any) -> Any:
+    """Flat numeric columns become numpy arrays (zero-copy): numpy kernels
+    release the GIL, so batches on several threads really run in parallel.
+    Jagged and other structured columns stay awkward arrays."""
+    if isinstance(v, ak.Array) and isinstance(v.layout, ak.contents.NumpyArray) and v.layout.data.ndim == 1:
+        return v.layout.data if isinstance(v.layout.data, np.ndarray) else ak.to_numpy(v)
+    return v
+
+
+class BatchInfo:
+    """Where the batch a module is looking at comes from."""
+
+    __slots__ = ("entry_start", "entry_stop", "file", "index", "selected")
+
+    def __init__(self, data: BatchData, selected: int) -> None:
+        self.index = data.index
+        self.file = data.file
+        self.entry_start = data.entry_start
+        self.entry_stop = data.entry_stop
+        self.selected = selected
+
+    def __repr__(self) -> str:
+        return (
+            f"BatchInfo(index={self.index}, file={self.file!r}, entries={self.entry_start}-"
+            f"{self.entry_stop - 1}, selected={self.selected})"
+        )
+
+
+def align(value: Any, have: Selection, want: Selection) -> Any:
+    """``value`` is aligned with the events ``have``; returns it for ``want``
+    (a subset of ``have``; ``None`` = every event)."""
+    if have is None:
+        return value if want is None else value[want]
+    if want is None:
+        raise RuntimeError("internal error: a product computed on part of a batch is read for all of it")
+    if len(want) == len(have):
+        return value
+    return value[np.searchsorted(have, want)]
+
+
+class Events:
+    """The events of one batch that a module sees: the selected events of the
+    columns and products it declared in ``consumes``.
+
+    Access a column as ``ev.Muon_pt`` or ``ev["Muon_pt"]``; ``len(ev)`` is the
+    number of events. Flat numeric columns are numpy arrays, collections
+    (``Muon_pt``) jagged awkward arrays with one list per event; products
+    are what their producer returned.
+    """
+
+    __slots__ = ("_cache", "_data", "_inputs", "_label", "_n", "_names", "_sel", "_weights")
+
+    def __init__(
+        self,
+        label: str,
+        data: BatchData,
+        sel: Selection,
+        names: frozenset[str],
+        inputs: dict[str, tuple[Selection, Any]],
+    ) -> None:
+        self._label = label
+        self._data = data
+        self._sel = sel
+        self._names = names
+        self._inputs = inputs
+        self._n = data.n if sel is None else len(sel)
+        self._cache: dict[str, Any] = {}
+        self._weights: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return self._cache[name]
+        except KeyError:
+            pass
+        if name in self._inputs:
+            have, value = self._inputs[name]
+            out = align(value, have, self._sel)
+        elif name in self._names:
+            col = self._data.columns[name]
+            out = col if self._sel is None else col[self._sel]
+        else:
+            hint = difflib.get_close_matches(name, sorted(self._names), n=1)
+            extra = f"; did you mean '{hint[0]}'?" if hint else ""
+            raise KeyError(
+                f"module '{self._label}' read '{name}', which it did not declare in consumes="
+                f"{sorted(self._names)}{extra}"
+            )
+        self._cache[name] = out
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            return self[name]
+        except KeyError as e:
+            raise AttributeError(e.args[0]) from None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._names
+
+    def __dir__(self) -> list[str]:
+        return [*sorted(self._names), "fields", "info", "weight", "zip"]
+
+    def __repr__(self) -> str:
+        return f"<Events of module '{self._label}': {self._n} events, fields {sorted(self._names)}>"
+
+    @property
+    def fields(self) -> list[str]:
+        """The names this module may read."""
+        return sorted(self._names)
+
+    @property
+    def info(self) -> BatchInfo:
+        """Batch index, file and entry range (for messages and debugging)."""
+        return BatchInfo(self._data, self._n)
+
+    @property
+    def weight(self) -> np.ndarray:
+        """Per-event weights (the process's ``weight`` column; ones if none)."""
+        if self._weights is None:
+            w = self._data.weights
+            if w is None:
+                self._weights = np.ones(self._n)
+            else:
+                self._weights = w if self._sel is None else w[self._sel]
+        return self._weights
+
+    def zip(self, prefix: str, *, with_name: str | None = None) -> ak.Array:
+        """Zips the consumed columns ``prefix_*`` into one collection:
+        ``ev.zip("Muon")`` gives records with fields ``pt``, ``eta``, ... for
+        every consumed ``Muon_pt``, ``Muon_eta``, ..."""
+        start = prefix + "_"
+        fields = {n[len(start) :]: self[n] for n in sorted(self._names) if n.startswith(start)}
+        if not fields:
+            raise KeyError(f"module '{self._label}' consumes no column starting with '{start}'")
+        return ak.zip(fields, with_name=with_name)
+
+
+def check_array(label: str, what: str, value: Any, n: int) -> Any:
+    """Checks that a module returned one entry per event, of a numeric,
+    boolean or record type; returns it (lists are refused)."""
+    if isinstance(value, ak.Array):
+        if len(value) != n:
+            raise ModuleOutputError(
+                f"{label} returned {what} with {len(value)} entries for a batch of {n} events "
+                "(one entry per event is needed)"
+            )
+        return value
+    if isinstance(value, np.ndarray):
+        if value.ndim == 0:
+            raise ModuleOutputError(f"{label} returned {what} as a scalar; one entry per event is needed")
+        if len(value) != n:
+            raise ModuleOutputError(
+                f"{label} returned {what} with {len(value)} entries for a batch of {n} events "
+                "(one entry per event is needed)"
+            )
+        if value.dtype.kind not in "biufc":
+            raise ModuleOutputError(
+                f"{label} returned {what} of dtype {value.dtype}; numeric or boolean arrays are needed"
+            )
+        return value
+    kind = type(value).__name__
+    raise ModuleOutputError(
+        f"{label} returned {what} as a {kind}; return a numpy or awkward array with one entry per event"
+    )
+
+
+def as_mask(label: str, value: Any, n: int) -> np.ndarray:
+    """The boolean mask a filter returned, as a 1-D numpy bool array of ``n``."""
+    if isinstance(value, ak.Array):
+        if value.ndim != 1:
+            raise ModuleOutputError(
+                f"{label} returned a jagged (nested) mask of type {value.type}; a filter returns one "
+                "boolean per event (reduce collections with ak.any / ak.all / ak.num first)"
+            )
+        try:
+            value = ak.to_numpy(value)
+        except ValueError as e:
+            raise ModuleOutputError(f"{label} returned a mask with missing values: {e}") from None
+    elif not isinstance(value, np.ndarray):
+        kind = type(value).__name__
+        raise ModuleOutputError(
+            f"{label} returned a {kind}; a filter returns a boolean numpy or awkward array, one entry per event"
+        )
+    if value.ndim != 1:
+        raise ModuleOutputError(
+            f"{label} returned a mask of shape {value.shape}; one boolean per event is needed"
+        )
+    if value.dtype != np.bool_:
+        raise ModuleOutputError(
+            f"{label} returned a mask of dtype {value.dtype}; a filter returns booleans "
+            "(for example ev.x > 3), one per event"
+        )
+    if len(value) != n:
+        raise ModuleOutputError(f"{label} returned a mask of {len(value)} entries for a batch of {n} events")
+    return value
+
+
+def union(sels: Sequence[np.ndarray]) -> np.ndarray:
+    """Sorted union of index arrays."""
+    out = sels[0]
+    for s in sels[1:]:
+        out = np.union1d(out, s)
+    return out
+
+
+def intersect(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.intersect1d(a, b, assume_unique=True)
+
+
+def _inputs(
+    product_names: Sequence[str], raw: list[tuple[Selection, Any]]
+) -> dict[str, tuple[Selection, Any]]:
+    return dict(zip(product_names, raw, strict=True))
+
+
+def producer_runner(
+    label: str,
+    fn: Callable[[Events], Any],
+    names: frozenset[str],
+    products: Sequence[str],
+    produces: Sequence[str],
+) -> Callable[[BatchData, Selection, list[tuple[Selection, Any]]], list[Any]]:
+    what = f"producer '{label}'"
+    single = len(produces) == 1
+
+    def run(data: BatchData, sel: Selection, raw: list[tuple[Selection, Any]]) -> list[Any]:
+        n = data.n if sel is None else len(sel)
+        if n == 0:
+            return [None] * len(produces)
+        ev = Events(label, data, sel, names, _inputs(products, raw))
+        out = fn(ev)
+        if isinstance(out, dict):
+            missing = [p for p in produces if p not in out]
+            extra = [k for k in out if k not in produces]
+            if missing or extra:
+                raise ModuleOutputError(
+                    f"{what} returned keys {sorted(out)}, but declares produces={list(produces)}"
+                )
+            values = [out[p] for p in produces]
+        elif single:
+            values = [out]
+        elif isinstance(out, tuple | list) and len(out) == len(produces):
+            values = list(out)
+        else:
+            raise ModuleOutputError(
+                f"{what} declares produces={list(produces)}: return a dict of them, or a tuple in that order"
+            )
+        return [check_array(what, f"'{p}'", v, n) for p, v in zip(produces, values, strict=True)]
+
+    return run
+
+
+def filter_runner(
+    label: str, fn: Callable[[Events], Any], names: frozenset[str], products: Sequence[str]
+) -> Callable[[BatchData, Selection, list[tuple[Selection, Any]]], tuple[Selection, int, float, float]]:
+    what = f"filter '{label}'"
+
+    def run(
+        data: BatchData, sel: Selection, raw: list[tuple[Selection, Any]]
+    ) -> tuple[Selection, int, float, float]:
+        n = data.n if sel is None else len(sel)
+        ev = Events(label, data, sel, names, _inputs(products, raw) if raw else {})
+        mask = as_mask(what, fn(ev), n)
+        new = (None if mask.all() else np.flatnonzero(mask)) if sel is None else sel[mask]
+        passed = n if new is None else len(new)
+        w = data.weights
+        if w is None:
+            return new, passed, float(n), float(passed)
+        w_seen = data.weight_total if sel is None else float(w[sel].sum())
+        w_passed = w_seen if passed == n else float(w[new].sum())
+        return new, passed, w_seen, w_passed
+
+    return run
+
+
+def analyzer_runner(
+    label: str, fn: Callable[[Events], Any], names: frozenset[str], products: Sequence[str]
+) -> Callable[[BatchData, int, Selection, list[tuple[Selection, Any]]], None]:
+    def run(data: BatchData, index: int, sel: Selection, raw: list[tuple[Selection, Any]]) -> None:
+        n = data.n if sel is None else len(sel)
+        if n == 0:
+            return
+        fn(Events(label, data, sel, names, _inputs(products, raw)))
+
+    return run

@@ -1,0 +1,203 @@
+"""Command line: ``python -m evflow run analysis.py`` (also ``evflow-py``).
+
+``run`` executes a Python analysis file, finds the :class:`~evflow.Process`
+it defines (a module-level ``proc``, or the only Process), runs it with the
+given options and prints the summary and cut-flow. The options follow the
+core ``evflow run``: ``--threads/-j``, ``--events-in-flight/-k``,
+``--events/-n``, ``--executor``, ``--on-error``, ``--report``, ``--trace``,
+``--quiet/-q``.
+
+``plot`` writes PNG histograms from the ``histograms.pkl`` that
+``run --save DIR`` (or :meth:`Result.save`) wrote.
+
+``data`` is the dataset tool (see ``python -m evflow.data --help``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import runpy
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+
+def _load_process(path: str, name: str | None) -> Any:
+    from ._process import Process
+    from .errors import ConfigurationError
+
+    if not os.path.exists(path):
+        raise ConfigurationError(f"analysis file '{path}' does not exist")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        env = runpy.run_path(path, run_name="__evflow__")
+    finally:
+        sys.path.pop(0)
+    found = {k: v for k, v in env.items() if isinstance(v, Process)}
+    if name is not None:
+        by_name = {k: v for k, v in found.items() if k == name or v.name == name}
+        if len(by_name) != 1:
+            raise ConfigurationError(
+                f"'{path}' defines no single Process named '{name}' (found: {sorted(found)})"
+            )
+        return next(iter(by_name.values()))
+    if "proc" in found:
+        return found["proc"]
+    if len(found) == 1:
+        return next(iter(found.values()))
+    if not found:
+        raise ConfigurationError(
+            f"'{path}' defines no evflow Process at module level (write e.g. proc = ef.Process(...))"
+        )
+    raise ConfigurationError(
+        f"'{path}' defines several Processes ({sorted(found)}): choose one with --process"
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    proc = _load_process(args.analysis, args.process)
+    src = proc.source
+    if src is not None:
+        if args.input:
+            from . import source as sources
+
+            if hasattr(src, "tree"):
+                proc.source = sources.auto(args.input, tree=src.tree, step_size=src.step_size)
+            else:
+                proc.source = sources.auto(args.input, step_size=src.step_size)
+            src = proc.source
+        if args.step_size:
+            src.step_size = args.step_size
+        if args.events is not None:
+            if hasattr(src, "events"):
+                src.events = min(src.events, args.events)
+            else:
+                src.max_events = args.events
+    result = proc.run(
+        threads=args.threads,
+        events_in_flight=args.events_in_flight,
+        progress=not args.quiet and sys.stderr.isatty() if args.progress is None else args.progress,
+        executor=args.executor,
+        on_error="skip" if args.on_error == "skip-event" else "fail",
+        trace=args.trace is not None,
+        filter_order=args.filter_order,
+    )
+    if not args.quiet:
+        print(result.summary())
+    if args.report:
+        with open(args.report, "w") as f:
+            json.dump({k: v for k, v in result.report.items() if k != "trace"}, f, indent=2)
+    if args.trace:
+        with open(args.trace, "w") as f:
+            json.dump(result.report.get("trace", {"traceEvents": []}), f)
+    if args.save:
+        result.save(args.save)
+    if args.plot:
+        files = result.plot(args.plot)
+        if not args.quiet:
+            for p in files:
+                print(f"wrote {p}")
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    import pickle
+
+    from .plot import plot_histograms
+
+    src = args.results
+    if os.path.isdir(src):
+        src = os.path.join(src, "histograms.pkl")
+    with open(src, "rb") as f:
+        hists = pickle.load(f)
+    if args.names:
+        missing = [n for n in args.names if n not in hists]
+        if missing:
+            print(f"evflow: error: no histogram {missing} in {src} (have {sorted(hists)})", file=sys.stderr)
+            return 2
+        hists = {n: hists[n] for n in args.names}
+    for p in plot_histograms(hists, args.output):
+        print(f"wrote {p}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="evflow-py", description="Run evflow Python analyses.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="run a Python analysis file")
+    r.add_argument("analysis", help="Python file defining an evflow Process (e.g. proc = ef.Process(...))")
+    r.add_argument("-j", "--threads", type=int, default=None, help="worker threads (default: every core)")
+    r.add_argument(
+        "-k", "--events-in-flight", type=int, default=None, help="batches in flight (default: threads+2)"
+    )
+    r.add_argument("-n", "--events", type=int, default=None, help="process at most this many events")
+    r.add_argument("--step-size", type=int, default=None, help="events per batch (overrides the analysis)")
+    r.add_argument("--input", nargs="+", default=None, help="replace the source's files (.root or .parquet)")
+    r.add_argument("--executor", choices=["threaded", "sequential"], default="threaded")
+    r.add_argument("--on-error", choices=["fail", "skip-event"], default="fail")
+    r.add_argument(
+        "--filter-order",
+        choices=["fixed", "adaptive", "hepframe"],
+        default=None,
+        help="ordering policy of reorderable paths (default: the engine's)",
+    )
+    r.add_argument(
+        "--process", default=None, help="which Process of the file to run (variable or process name)"
+    )
+    r.add_argument("--report", default=None, help="write the JSON report here")
+    r.add_argument("--trace", default=None, help="write a Chrome trace-event JSON (for Perfetto) here")
+    r.add_argument("--plot", default=None, metavar="DIR", help="write PNG histograms into DIR")
+    r.add_argument(
+        "--save", default=None, metavar="DIR", help="write report, cut-flow and histograms into DIR"
+    )
+    g = r.add_mutually_exclusive_group()
+    g.add_argument(
+        "--progress", dest="progress", action="store_true", default=None, help="show a progress line"
+    )
+    g.add_argument("--no-progress", dest="progress", action="store_false")
+    r.add_argument("-q", "--quiet", action="store_true", help="print only errors")
+    r.set_defaults(func=_run)
+
+    pl = sub.add_parser("plot", help="write PNG histograms saved by 'run --save DIR'")
+    pl.add_argument("results", help="directory written by --save (or its histograms.pkl)")
+    pl.add_argument("-o", "--output", default="plots", help="output directory (default: plots)")
+    pl.add_argument("--only", dest="names", nargs="+", default=None, help="histograms to plot (default: all)")
+    pl.set_defaults(func=_plot)
+
+    sub.add_parser(
+        "data", help="dataset tool: python -m evflow data resample ... (see --help)", add_help=False
+    )
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from .errors import EvflowError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["data"]:
+        from .data import main as data_main
+
+        return data_main(argv[1:])
+    args = parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except EvflowError as e:
+        print(f"evflow: error: {e}", file=sys.stderr)
+        cause = e.__cause__
+        if cause is not None and os.environ.get("EVFLOW_TRACEBACK"):
+            import traceback
+
+            traceback.print_exception(cause)
+        elif cause is not None:
+            print("  (set EVFLOW_TRACEBACK=1 for the Python traceback of the cause)", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("evflow: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

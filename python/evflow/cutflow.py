@@ -1,0 +1,226 @@
+"""The cut-flow: per path and filter, the events that reached the filter and
+those it let through (and their sums of weights when the process names a
+weight column).
+
+Counts are *events*, summed over batches. On a reorderable path the engine
+may run the filters in another order than written; each filter's line then
+counts the events that actually reached it, and ``order`` gives the
+execution order most batches used.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class CutFlowStep:
+    """One filter of a path."""
+
+    filter: str
+    seen: int
+    passed: int
+    weighted_seen: float
+    weighted_passed: float
+    #: events passing this filter and all before it / events entering the path
+    cumulative: float
+
+    @property
+    def efficiency(self) -> float:
+        """passed / seen (1.0 when no event reached the filter)."""
+        return self.passed / self.seen if self.seen else 1.0
+
+    @property
+    def weighted_efficiency(self) -> float:
+        return self.weighted_passed / self.weighted_seen if self.weighted_seen else 1.0
+
+
+@dataclass(frozen=True)
+class PathCutFlow:
+    """The cut-flow of one path."""
+
+    path: str
+    events: int
+    passed: int
+    weighted_events: float
+    weighted_passed: float
+    steps: list[CutFlowStep]
+    reorderable: bool = False
+    #: execution order used by most batches (filter names)
+    order: list[str] = field(default_factory=list)
+
+    @property
+    def efficiency(self) -> float:
+        return self.passed / self.events if self.events else 1.0
+
+    def __getitem__(self, name: str) -> CutFlowStep:
+        for s in self.steps:
+            if s.filter == name:
+                return s
+        raise KeyError(f"path '{self.path}' has no filter '{name}'")
+
+    def __iter__(self) -> Iterator[CutFlowStep]:
+        return iter(self.steps)
+
+
+class CutFlow:
+    """Cut-flows of every path: ``cutflow["selection"]["opposite_charge"].passed``.
+
+    ``print(cutflow)`` shows a table; :meth:`to_dict` gives plain data.
+    """
+
+    def __init__(self, paths: list[PathCutFlow], weighted: bool) -> None:
+        self.paths = {p.path: p for p in paths}
+        self.weighted = weighted
+
+    def __getitem__(self, path: str) -> PathCutFlow:
+        try:
+            return self.paths[path]
+        except KeyError:
+            raise KeyError(f"no path '{path}' (paths: {', '.join(self.paths)})") from None
+
+    def __iter__(self) -> Iterator[PathCutFlow]:
+        return iter(self.paths.values())
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            name: {
+                "events": p.events,
+                "passed": p.passed,
+                "weighted_events": p.weighted_events,
+                "weighted_passed": p.weighted_passed,
+                "reorderable": p.reorderable,
+                "order": p.order,
+                "filters": [
+                    {
+                        "filter": s.filter,
+                        "seen": s.seen,
+                        "passed": s.passed,
+                        "efficiency": s.efficiency,
+                        "cumulative": s.cumulative,
+                        "weighted_seen": s.weighted_seen,
+                        "weighted_passed": s.weighted_passed,
+                    }
+                    for s in p.steps
+                ],
+            }
+            for name, p in self.paths.items()
+        }
+
+    def table(self) -> str:
+        """The cut-flow as a text table."""
+        lines: list[str] = []
+        for p in self.paths.values():
+            head = f"path '{p.path}'"
+            if p.reorderable:
+                head += " (reorderable; execution order: " + " > ".join(p.order) + ")"
+            lines.append(head)
+            width = max([len("filter"), len("all events")] + [len(s.filter) for s in p.steps])
+            cols = f"{'filter':<{width}}  {'seen':>12}  {'passed':>12}  {'eff.':>8}  {'cumul.':>8}"
+            if self.weighted:
+                cols += f"  {'w. seen':>14}  {'w. passed':>14}  {'w. eff.':>8}"
+            lines.append(cols)
+            lines.append("-" * len(cols))
+            first = f"{'all events':<{width}}  {p.events:>12}  {p.events:>12}  {'':>8}  {1:>8.2%}"
+            if self.weighted:
+                first += f"  {p.weighted_events:>14.6g}  {p.weighted_events:>14.6g}  {'':>8}"
+            lines.append(first)
+            for s in p.steps:
+                row = (
+                    f"{s.filter:<{width}}  {s.seen:>12}  {s.passed:>12}  {s.efficiency:>8.2%}  "
+                    f"{s.cumulative:>8.2%}"
+                )
+                if self.weighted:
+                    row += f"  {s.weighted_seen:>14.6g}  {s.weighted_passed:>14.6g}  {s.weighted_efficiency:>8.2%}"
+                lines.append(row)
+            lines.append(f"{'accepted':<{width}}  {'':>12}  {p.passed:>12}  {'':>8}  {p.efficiency:>8.2%}")
+            lines.append("")
+        return "\n".join(lines).rstrip() + "\n"
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def __repr__(self) -> str:
+        return self.table()
+
+    def _repr_html_(self) -> str:
+        rows = []
+        for p in self.paths.values():
+            rows.append(f"<tr><th colspan=5 style='text-align:left'>path '{p.path}'</th></tr>")
+            rows.append("<tr><th>filter</th><th>seen</th><th>passed</th><th>eff.</th><th>cumul.</th></tr>")
+            rows.append(
+                f"<tr><td>all events</td><td>{p.events}</td><td>{p.events}</td><td></td><td>100%</td></tr>"
+            )
+            for s in p.steps:
+                rows.append(
+                    f"<tr><td>{s.filter}</td><td>{s.seen}</td><td>{s.passed}</td>"
+                    f"<td>{s.efficiency:.2%}</td><td>{s.cumulative:.2%}</td></tr>"
+                )
+        return "<table>" + "".join(rows) + "</table>"
+
+
+def build(
+    paths: Sequence[tuple[str, Sequence[str], bool]],
+    records: Sequence[tuple[int, int, int, int, int, int, float, float]],
+    batches: Sequence[tuple[int, int, float]],
+    finals: Sequence[tuple[int, Sequence[tuple[int, float]]]],
+    failed: Sequence[int],
+    weighted: bool,
+) -> CutFlow:
+    """Sums the engine's per-batch records in batch order (deterministic)."""
+    bad = set(failed)
+    good = [b for b in batches if b[0] not in bad]
+    events = sum(b[1] for b in good)
+    w_events = sum(b[2] for b in good)
+    finals = [f for f in finals if f[0] not in bad]
+    out: list[PathCutFlow] = []
+    for p, (name, filters, reorderable) in enumerate(paths):
+        seen = [0] * len(filters)
+        passed = [0] * len(filters)
+        w_seen = [0.0] * len(filters)
+        w_passed = [0.0] * len(filters)
+        executed: dict[int, list[int]] = {}
+        for batch, path, step, _position, s, ps, ws, wp in records:
+            if path != p or batch in bad:
+                continue
+            seen[step] += s
+            passed[step] += ps
+            w_seen[step] += ws
+            w_passed[step] += wp
+            executed.setdefault(batch, []).append(step)
+        n_pass = sum(f[1][p][0] for f in finals)
+        w_pass = sum(f[1][p][1] for f in finals)
+        # Batches rejected early leave their last filters unrun: the most
+        # common complete execution order is the representative one.
+        orders = Counter(tuple(steps) for steps in executed.values() if len(steps) == len(filters))
+        best = orders.most_common(1)[0][0] if orders else tuple(range(len(filters)))
+        steps = [
+            CutFlowStep(
+                filter=f,
+                seen=seen[i],
+                passed=passed[i],
+                weighted_seen=w_seen[i],
+                weighted_passed=w_passed[i],
+                cumulative=passed[i] / events if events else 1.0,
+            )
+            for i, f in enumerate(filters)
+        ]
+        out.append(
+            PathCutFlow(
+                path=name,
+                events=events,
+                passed=n_pass,
+                weighted_events=w_events,
+                weighted_passed=w_pass,
+                steps=steps,
+                reorderable=reorderable,
+                order=[filters[i] for i in best],
+            )
+        )
+    return CutFlow(out, weighted)

@@ -1,0 +1,77 @@
+"""Exceptions raised by evflow.
+
+Every error names what went wrong and where: the module label, the batch
+(file and entry range), the file, tree or branch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class EvflowError(Exception):
+    """Base class of every evflow error."""
+
+
+class ConfigurationError(EvflowError, ValueError):
+    """The process description is inconsistent (found before any event runs)."""
+
+
+class InputError(EvflowError):
+    """An input file cannot be used: missing file, tree or branch, unreadable data."""
+
+
+class MissingFileError(InputError, FileNotFoundError):
+    """An input file does not exist."""
+
+
+class MissingTreeError(InputError, KeyError):
+    """A ROOT file has no tree of the requested name."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class MissingBranchError(InputError, KeyError):
+    """A module consumes a branch (column) that the input does not have."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class ModuleOutputError(EvflowError, TypeError):
+    """A Python module returned a value of the wrong kind, shape or dtype."""
+
+
+class JobError(EvflowError, RuntimeError):
+    """The job started and failed.
+
+    Attributes:
+        kind: ``"module"``, ``"source"``, ``"transition"``, ``"executor"`` or ``"config"``.
+        module: label of the failing module ("" if not a module).
+        batch: index of the failing batch, if known.
+        report: the engine's report of what ran (a dict), if any.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str = "",
+        module: str = "",
+        batch: int | None = None,
+        report: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.module = module
+        self.batch = batch
+        self.report = report
+
+
+class ModuleError(JobError):
+    """A Python module raised an exception (or returned a wrong value) on a batch."""
+
+
+class SourceError(JobError):
+    """Reading the input failed during the run."""

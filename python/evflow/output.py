@@ -1,0 +1,122 @@
+"""Outputs: Parquet skims of the selected events.
+
+A skim is written to a temporary file next to the target
+(``.NAME.evflow-partial-PID``) and renamed to its final name only when the
+whole job succeeded; a failed or interrupted run removes it, so a file with
+the final name is always complete. Rows are written in batch order, so the
+file is identical for any thread count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from ._runtime import Events
+
+__all__ = ["ParquetOutput", "parquet"]
+
+
+class ParquetOutput:
+    """A Parquet skim: ``columns`` (branches or products) of the events that
+    pass the selected paths. Jagged columns are written as Arrow lists."""
+
+    def __init__(
+        self, path: str | os.PathLike[str], columns: Sequence[str], compression: str = "zstd"
+    ) -> None:
+        if not columns:
+            raise ConfigurationError("a Parquet output needs at least one column")
+        self.path = os.fspath(path)
+        self.columns = list(columns)
+        self.compression = compression
+        self._tmp: str | None = None
+        self._writer: Any = None
+        self._rows = 0
+
+    def __repr__(self) -> str:
+        return f"ParquetOutput({self.path!r}, columns={self.columns})"
+
+    # -- used by the process -------------------------------------------------
+
+    def _open(self) -> None:
+        d, name = os.path.split(os.path.abspath(self.path))
+        os.makedirs(d, exist_ok=True)
+        self._tmp = os.path.join(d, f".{name}.evflow-partial-{os.getpid()}")
+        self._writer = None
+        self._rows = 0
+
+    def _table(self, ev: Events) -> Any:
+        import awkward as ak
+        import pyarrow as pa
+
+        arrays = []
+        for c in self.columns:
+            v = ev[c]
+            if isinstance(v, ak.Array):
+                arrays.append(ak.to_arrow(v, extensionarray=False))
+            else:
+                arrays.append(pa.array(v))
+        return pa.Table.from_arrays(arrays, names=self.columns)
+
+    def _write(self, table: Any) -> None:
+        import pyarrow.parquet as pq
+
+        if self._writer is None:
+            assert self._tmp is not None
+            self._writer = pq.ParquetWriter(self._tmp, table.schema, compression=self.compression)
+        elif table.schema != self._writer.schema:
+            try:
+                table = table.cast(self._writer.schema)
+            except Exception as e:
+                raise ConfigurationError(
+                    f"skim '{self.path}': the columns' types changed between batches "
+                    f"({self._writer.schema} then {table.schema})"
+                ) from e
+        if table.num_rows or self._rows == 0:
+            self._writer.write_table(table)
+        self._rows += table.num_rows
+
+    def _close(self) -> str:
+        """Finishes the file and gives it its final name."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if self._writer is None:
+            assert self._tmp is not None
+            empty = pa.table({c: pa.array([], pa.null()) for c in self.columns})
+            pq.write_table(empty, self._tmp)
+        else:
+            self._writer.close()
+            self._writer = None
+        assert self._tmp is not None
+        os.replace(self._tmp, self.path)
+        self._tmp = None
+        return self.path
+
+    def _abort(self) -> None:
+        """Removes the partial file of a failed run."""
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                self._writer.close()
+            self._writer = None
+        if self._tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(self._tmp)
+            self._tmp = None
+
+    @property
+    def rows(self) -> int:
+        return self._rows
+
+
+def parquet(
+    path: str | os.PathLike[str], columns: Sequence[str], *, compression: str = "zstd"
+) -> ParquetOutput:
+    """A Parquet skim of ``columns`` at ``path``; attach it with
+    ``proc.output(ef.output.parquet(...), select=["path_name"])``."""
+    return ParquetOutput(path, columns, compression)

@@ -1,0 +1,89 @@
+"""PNG plots of histograms with labelled axes (matplotlib, Agg backend)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def _figure() -> tuple[Any, Any]:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=(7, 5), dpi=100)
+
+
+def _ylabel(h: Any) -> str:
+    ax = h.axes[0]
+    widths = ax.widths
+    if len(widths) and abs(max(widths) - min(widths)) <= 1e-9 * max(abs(max(widths)), 1.0):
+        return f"Entries / {widths[0]:.3g}"
+    return "Entries / bin"
+
+
+def plot_histogram(h: Any, path: str | os.PathLike[str], *, title: str | None = None) -> str:
+    """Writes one histogram (1D: steps with error bars; 2D: colour map)."""
+    import numpy as np
+
+    fig, ax = _figure()
+    try:
+        name = getattr(h, "name", None) or "histogram"
+        if h.ndim == 1:
+            axis = h.axes[0]
+            values = h.values()
+            variances = h.variances()
+            edges = axis.edges
+            ax.stairs(
+                values,
+                edges,
+                color="tab:blue",
+                linewidth=1.5,
+                label=f"{name}: {float(values.sum()):.6g} entries",
+            )
+            if variances is not None:
+                ax.errorbar(
+                    axis.centers,
+                    values,
+                    yerr=np.sqrt(variances),
+                    fmt="none",
+                    ecolor="tab:blue",
+                    elinewidth=0.8,
+                )
+            ax.set_xlabel(axis.label or axis.name or name)
+            ax.set_ylabel(_ylabel(h))
+            ax.set_xlim(edges[0], edges[-1])
+            ax.set_ylim(bottom=0)
+        elif h.ndim == 2:
+            xa, ya = h.axes
+            mesh = ax.pcolormesh(xa.edges, ya.edges, h.values().T, shading="flat")
+            fig.colorbar(mesh, ax=ax, label="Entries")
+            ax.set_xlabel(xa.label or xa.name)
+            ax.set_ylabel(ya.label or ya.name)
+        else:
+            raise ValueError(f"histogram '{name}' has {h.ndim} axes; only 1D and 2D histograms are plotted")
+        ax.set_title(title or name)
+        if h.ndim == 1:
+            ax.legend(loc="best", frameon=False)
+        fig.tight_layout()
+        out = os.fspath(path)
+        fig.savefig(out)
+        return out
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+
+
+def plot_histograms(
+    histograms: dict[str, Any], directory: str | os.PathLike[str], *, title_prefix: str = ""
+) -> list[str]:
+    """One PNG per histogram, ``DIRECTORY/NAME.png``."""
+    d = os.fspath(directory)
+    os.makedirs(d, exist_ok=True)
+    out = []
+    for name, h in histograms.items():
+        title = f"{title_prefix}: {name}" if title_prefix else name
+        out.append(plot_histogram(h, os.path.join(d, f"{name}.png"), title=title))
+    return out

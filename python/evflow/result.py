@@ -1,0 +1,92 @@
+"""What a run returns."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from .cutflow import CutFlow
+
+
+@dataclass
+class Result:
+    """The outcome of :meth:`evflow.Process.run`.
+
+    Attributes:
+        cutflow: per path and filter, events seen and passed (:class:`~evflow.cutflow.CutFlow`).
+        histograms: ``{name: hist.Hist}``, merged over every batch.
+        report: the engine's report (``dict``): throughput, per-module calls and
+            time (``calls`` counts batches), per-path batch counts, CPU time, peak RSS.
+        outputs: ``{path: rows written}`` of the Parquet skims.
+        failed_batches: batches left out with ``on_error="skip"``.
+        events: events processed.
+        wall_s: wall-clock seconds of the run.
+    """
+
+    process: str
+    cutflow: CutFlow
+    histograms: dict[str, Any]
+    report: dict[str, Any]
+    outputs: dict[str, int] = field(default_factory=dict)
+    failed_batches: list[int] = field(default_factory=list)
+    events: int = 0
+    wall_s: float = 0.0
+
+    @property
+    def throughput(self) -> float:
+        """Events per second of wall time."""
+        return self.events / self.wall_s if self.wall_s > 0 else 0.0
+
+    def plot(self, directory: str | os.PathLike[str] = ".", *, names: list[str] | None = None) -> list[str]:
+        """Writes one PNG per histogram into ``directory``; returns the paths."""
+        from .plot import plot_histograms
+
+        chosen = {k: v for k, v in self.histograms.items() if names is None or k in names}
+        return plot_histograms(chosen, directory, title_prefix=self.process)
+
+    def save(self, directory: str | os.PathLike[str]) -> dict[str, str]:
+        """Writes ``report.json``, ``cutflow.json``, ``cutflow.txt`` and
+        ``histograms.pkl`` into ``directory`` (``evflow plot`` reads the last)."""
+        import pickle
+
+        d = os.fspath(directory)
+        os.makedirs(d, exist_ok=True)
+        files = {
+            "report": os.path.join(d, "report.json"),
+            "cutflow": os.path.join(d, "cutflow.json"),
+            "cutflow_text": os.path.join(d, "cutflow.txt"),
+            "histograms": os.path.join(d, "histograms.pkl"),
+        }
+        with open(files["report"], "w") as f:
+            json.dump(self.report, f, indent=2)
+        with open(files["cutflow"], "w") as f:
+            json.dump(self.cutflow.to_dict(), f, indent=2)
+        with open(files["cutflow_text"], "w") as f:
+            f.write(self.cutflow.table())
+        tmp = files["histograms"] + ".partial"
+        with open(tmp, "wb") as f:
+            pickle.dump(self.histograms, f)
+        os.replace(tmp, files["histograms"])
+        return files
+
+    def summary(self) -> str:
+        """A short text summary: events, throughput, cut-flow."""
+        r = self.report
+        lines = [
+            f"process '{self.process}': {self.events} events in {self.wall_s:.3f} s "
+            f"({self.throughput:,.0f} ev/s) on {r.get('threads')} threads, "
+            f"{r.get('batches')} batches, peak RSS {r.get('peak_rss_bytes', 0) / 2**20:.0f} MiB",
+        ]
+        if len(self.cutflow):
+            lines.append(self.cutflow.table().rstrip())
+        for path, rows in self.outputs.items():
+            lines.append(f"wrote {rows} events to {path}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (
+            f"<Result '{self.process}': {self.events} events, {len(self.cutflow)} paths, "
+            f"histograms {sorted(self.histograms)}, outputs {sorted(self.outputs)}>"
+        )

@@ -1,0 +1,264 @@
+"""The process API on the synthetic source: on-demand producers, narrowing
+filters, several paths, analyzers, determinism across threads and executors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import awkward as ak
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+import evflow as ef
+
+
+def _process(events: int = 20_000, step: int = 1_500, skim: Path | None = None) -> tuple[ef.Process, dict]:
+    calls: dict[str, int] = {"lead": 0, "seen_by_lead": 0}
+    proc = ef.Process("synthetic", weight="genWeight")
+    proc.source = ef.source.synthetic(events, step_size=step, seed=7)
+
+    @proc.producer(consumes=["Muon_pt"], produces=["lead_pt", "n_mu"])
+    def lead(ev):
+        calls["lead"] += 1
+        calls["seen_by_lead"] += len(ev)
+        return {"lead_pt": ak.fill_none(ak.max(ev.Muon_pt, axis=1), 0.0), "n_mu": ak.num(ev.Muon_pt)}
+
+    @proc.filter(consumes=["n_mu"])
+    def two_muons(ev):
+        return ev.n_mu >= 2
+
+    @proc.filter(consumes=["lead_pt"])
+    def hard(ev):
+        return ev.lead_pt > 30
+
+    @proc.filter(consumes=["MET_pt"])
+    def low_met(ev):
+        return ev.MET_pt < 40
+
+    @proc.filter(consumes=["nJet"])
+    def jets(ev):
+        return ev.nJet >= 3
+
+    proc.path("dimuon", [two_muons, hard, low_met], reorderable=True)
+    proc.path("multijet", [jets, low_met])  # low_met on two paths
+    proc.histogram("lead_pt", bins=50, range=(0, 200), after="dimuon", weight=True)
+    proc.histogram("MET_pt", bins=40, range=(0, 200), after=["dimuon", "multijet"])
+    proc.histogram("Jet_pt", bins=40, range=(0, 400))
+    if skim is not None:
+        proc.output(ef.output.parquet(skim, columns=["event", "lead_pt", "Muon_pt"]), select="dimuon")
+    return proc, calls
+
+
+def _reference(events: int = 20_000, step: int = 1_500) -> dict[str, np.ndarray]:
+    src = ef.source.synthetic(events, step_size=step, seed=7)
+    parts = [src.generate(i, s, min(step, events - s)) for i, s in enumerate(range(0, events, step))]
+    cols = {k: ak.concatenate([p[k] for p in parts]) for k in parts[0]}
+    lead = ak.to_numpy(ak.fill_none(ak.max(cols["Muon_pt"], axis=1), 0.0))
+    n_mu = ak.to_numpy(ak.num(cols["Muon_pt"]))
+    met = ak.to_numpy(cols["MET_pt"])
+    dimuon = (n_mu >= 2) & (lead > 30) & (met < 40)
+    multijet = (ak.to_numpy(cols["nJet"]) >= 3) & (met < 40)
+    return {"lead": lead, "met": met, "dimuon": dimuon, "multijet": multijet, "cols": cols}
+
+
+def test_paths_histograms_and_skim(tmp_path: Path) -> None:
+    skim = tmp_path / "out" / "skim.parquet"
+    proc, _ = _process(skim=skim)
+    r = proc.run(threads=2)
+    ref = _reference()
+    assert r.cutflow["dimuon"].passed == ref["dimuon"].sum()
+    assert r.cutflow["multijet"].passed == ref["multijet"].sum()
+    assert r.cutflow["multijet"]["low_met"].passed == ref["multijet"].sum()
+    w = ak.to_numpy(ref["cols"]["genWeight"]).astype(np.float64)
+    assert r.cutflow["dimuon"].weighted_passed == pytest.approx(w[ref["dimuon"]].sum(), rel=1e-9)
+    either = ref["dimuon"] | ref["multijet"]
+    h = r.histograms["MET_pt"]
+    assert h.sum() == ((ref["met"][either] >= 0) & (ref["met"][either] < 200)).sum()
+    np.testing.assert_allclose(
+        r.histograms["lead_pt"].values(),
+        np.histogram(ref["lead"][ref["dimuon"]], bins=50, range=(0, 200), weights=w[ref["dimuon"]])[0],
+        rtol=1e-9,
+    )
+    t = pq.read_table(skim)
+    np.testing.assert_array_equal(t.column("event").to_numpy(), np.flatnonzero(ref["dimuon"]) + 1)
+    assert ak.all(ak.from_arrow(t.column("Muon_pt")) == ref["cols"]["Muon_pt"][ref["dimuon"]])
+    # the filter on two paths is one engine module per path
+    labels = {m["label"] for m in r.report["modules"]}
+    assert {"low_met@dimuon", "low_met@multijet", "two_muons", "hist.MET_pt", "output0"} <= labels
+
+
+def test_deterministic_across_threads_and_executors(tmp_path: Path) -> None:
+    results = []
+    for threads, executor in [(1, "sequential"), (1, "threaded"), (2, "threaded"), (3, "threaded")]:
+        skim = tmp_path / f"skim{threads}{executor}.parquet"
+        proc, _ = _process(skim=skim)
+        r = proc.run(threads=threads, executor=executor, events_in_flight=threads + 3)
+        results.append((r, skim.read_bytes()))
+    base, base_bytes = results[0]
+    for r, data in results[1:]:
+        assert r.cutflow.to_dict() == base.cutflow.to_dict()
+        for name, h in base.histograms.items():
+            assert np.array_equal(r.histograms[name].values(), h.values())
+            assert np.array_equal(r.histograms[name].variances(), h.variances())
+        assert data == base_bytes
+
+
+def test_producers_run_on_demand_on_the_narrowed_batch() -> None:
+    proc = ef.Process("lazy")
+    proc.source = ef.source.synthetic(5_000, step_size=1_000)
+    seen = {"expensive": 0, "unused": 0}
+
+    @proc.producer(consumes=["MET_pt"], produces=["x"])
+    def expensive(ev):
+        seen["expensive"] += len(ev)
+        return ev.MET_pt * 2
+
+    @proc.producer(consumes=["MET_pt"], produces=["y"])
+    def unused(ev):
+        seen["unused"] += len(ev)
+        return ev.MET_pt
+
+    @proc.filter(consumes=["nJet"])
+    def cheap(ev):
+        return ev.nJet >= 4
+
+    @proc.filter(consumes=["x"])
+    def uses_x(ev):
+        return ev.x > 10
+
+    proc.path("p", [cheap, uses_x])
+    r = proc.run(threads=2)
+    assert seen["unused"] == 0
+    assert seen["expensive"] == r.cutflow["p"]["cheap"].passed < 5_000
+    assert r.cutflow["p"]["uses_x"].seen == r.cutflow["p"]["cheap"].passed
+
+
+def test_analyzer_sees_accepted_events_and_zip() -> None:
+    proc = ef.Process("an")
+    proc.source = ef.source.synthetic(4_000, step_size=1_000)
+    got: list[int] = []
+
+    @proc.filter(consumes=["nMuon"])
+    def two(ev):
+        return ev.nMuon >= 2
+
+    @proc.analyzer(consumes=["Muon_pt", "Muon_eta", "nMuon"], after="p")
+    def collect(ev):
+        mu = ev.zip("Muon")
+        assert set(mu.fields) == {"pt", "eta"}
+        assert ak.all(ak.num(mu) >= 2)
+        got.append(len(ev))
+
+    proc.path("p", [two])
+    r = proc.run(threads=2)
+    assert sum(got) == r.cutflow["p"].passed
+
+
+def test_empty_selection_and_all_rejected(tmp_path: Path) -> None:
+    proc = ef.Process("none")
+    proc.source = ef.source.synthetic(3_000, step_size=1_000)
+
+    @proc.filter(consumes=["MET_pt"])
+    def nothing(ev):
+        return ev.MET_pt < 0
+
+    proc.path("p", [nothing])
+    proc.histogram("MET_pt", bins=10, range=(0, 100), after="p")
+    out = proc.output(ef.output.parquet(tmp_path / "empty.parquet", columns=["MET_pt"]), select="p")
+    r = proc.run(threads=2)
+    assert r.cutflow["p"].passed == 0
+    assert r.histograms["MET_pt"].sum() == 0
+    assert pq.read_table(out.path).num_rows == 0
+
+
+def test_concurrency_options_and_cutflow_repr() -> None:
+    proc = ef.Process("conc")
+    proc.source = ef.source.synthetic(3_000, step_size=500)
+
+    @proc.filter(consumes=["nJet"], concurrency="serial")
+    def a(ev):
+        return ev.nJet > 1
+
+    @proc.filter(consumes=["nJet"], concurrency="exclusive", resources=["legacy"])
+    def b(ev):
+        return ev.nJet > 2
+
+    proc.path("p", [a, b])
+    proc.path("q", [a])
+    r = proc.run(threads=2)
+    conc = {m["label"]: m["concurrency"] for m in r.report["modules"]}
+    assert conc["a@p"] == conc["a@q"] == "exclusive(evflow.filter.a)"
+    assert conc["b"] == "exclusive(legacy)"
+    text = str(r.cutflow)
+    assert "path 'p'" in text and "all events" in text and "accepted" in text
+    assert r.cutflow.to_dict()["q"]["passed"] == r.cutflow["q"].passed
+
+
+def test_configuration_errors() -> None:
+    proc = ef.Process("bad")
+    with pytest.raises(ef.ConfigurationError, match="no source"):
+        proc.run()
+    proc.source = ef.source.synthetic(10)
+
+    @proc.filter(consumes=["nJet"])
+    def f(ev):
+        return ev.nJet > 0
+
+    with pytest.raises(ef.ConfigurationError, match="on no path"):
+        proc.run()
+    proc.path("p", [f])
+    with pytest.raises(ef.ConfigurationError, match="used more than once"):
+        proc.path("p", [f])
+    with pytest.raises(ef.ConfigurationError, match="not a filter"):
+        proc.path("q", ["nope"])
+    proc.histogram("nJet", bins=5, range=(0, 5), after="missing")
+    with pytest.raises(ef.ConfigurationError, match="unknown path 'missing'"):
+        proc.run()
+
+
+def test_import_is_light() -> None:
+    code = "import sys, evflow; print(sorted(m for m in ('awkward','uproot','hist','matplotlib','pyarrow') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("policy", ["fixed", "adaptive", "hepframe"])
+def test_filter_order_policies_give_identical_results(policy: str) -> None:
+    proc, _ = _process(events=30_000, step=500)
+    base, _ = _process(events=30_000, step=500)
+    r = proc.run(threads=2, filter_order=policy)
+    b = base.run(threads=1)
+    for name in ("dimuon", "multijet"):
+        assert r.cutflow[name].passed == b.cutflow[name].passed
+    for name, h in b.histograms.items():
+        np.testing.assert_array_equal(r.histograms[name].values(), h.values())
+
+
+def test_producer_for_selected_histograms_runs_after_the_cuts() -> None:
+    proc = ef.Process("late")
+    proc.source = ef.source.synthetic(6_000, step_size=1_000)
+    seen = {"kin": 0, "all": 0}
+
+    @proc.producer(consumes=["Jet_pt"], produces=["ht"])
+    def kin(ev):
+        seen["kin"] += len(ev)
+        return ak.sum(ev.Jet_pt, axis=1)
+
+    @proc.producer(consumes=["Jet_pt"], produces=["nj"])
+    def every(ev):
+        seen["all"] += len(ev)
+        return ak.num(ev.Jet_pt)
+
+    @proc.filter(consumes=["MET_pt"])
+    def met(ev):
+        return ev.MET_pt > 60
+
+    proc.path("p", [met])
+    proc.histogram("ht", bins=10, range=(0, 500), after="p")
+    proc.histogram("nj", bins=10, range=(0, 10))  # every event
+    r = proc.run(threads=2)
+    assert seen["kin"] == r.cutflow["p"].passed < 6_000
+    assert seen["all"] == 6_000

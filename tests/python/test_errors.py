@@ -1,0 +1,245 @@
+"""Bad input and failing modules give clear errors naming the file, tree,
+branch or module and the batch's entry range; never a hang, never a
+complete-looking truncated output."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import evflow as ef
+
+
+def _zmumu(path: Path, skim: Path | None = None, step: int = 500) -> ef.Process:
+    proc = ef.Process("z")
+    proc.source = ef.source.root(path, tree="events", step_size=step)
+    if skim is not None:
+
+        @proc.filter(consumes=["Q1", "Q2"])
+        def oc(ev):
+            return ev.Q1 * ev.Q2 < 0
+
+        proc.path("p", [oc])
+        proc.output(ef.output.parquet(skim, columns=["M"]), select="p")
+    return proc
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    proc = _zmumu(tmp_path / "nope.root")
+    proc.histogram("M", bins=10, range=(0, 100))
+    with pytest.raises(ef.MissingFileError, match=r"nope\.root' does not exist"):
+        proc.run()
+
+
+def test_wrong_tree(zmumu_file: Path) -> None:
+    proc = ef.Process("z")
+    proc.source = ef.source.root(zmumu_file, tree="Events")
+    proc.histogram("M", bins=10, range=(0, 100))
+    with pytest.raises(ef.MissingTreeError, match=r"has no tree 'Events' \(trees: events\)"):
+        proc.run()
+
+
+def test_missing_branch(zmumu_file: Path) -> None:
+    proc = _zmumu(zmumu_file)
+
+    @proc.filter(consumes=["Q1", "pt_1"])
+    def f(ev):
+        return ev.Q1 > 0
+
+    proc.path("p", [f])
+    with pytest.raises(
+        ef.MissingBranchError,
+        match=r"branch 'pt_1' not found in tree 'events' of file .*uproot-Zmumu.root'; did you mean 'pt1'",
+    ):
+        proc.run()
+
+
+def test_exception_in_module_names_module_and_entries(zmumu_file: Path, tmp_path: Path) -> None:
+    skim = tmp_path / "skim.parquet"
+    proc = _zmumu(zmumu_file, skim)
+
+    @proc.producer(consumes=["E1"], produces=["bad"])
+    def boom(ev):
+        if ev.info.entry_start >= 1000:
+            raise ValueError("calibration table missing")
+        return ev.E1
+
+    @proc.filter(consumes=["bad"])
+    def uses(ev):
+        return ev.bad > 0
+
+    proc.path("q", [uses])
+    with pytest.raises(ef.ModuleError) as info:
+        proc.run(threads=2)
+    msg = str(info.value)
+    assert "module 'boom' failed on batch" in msg
+    assert "uproot-Zmumu.root" in msg and "tree 'events'" in msg and "entries 1" in msg
+    assert "ValueError: calibration table missing" in msg
+    assert isinstance(info.value.__cause__, ValueError)
+    assert info.value.module == "boom" and info.value.batch is not None and info.value.batch >= 2
+    assert not skim.exists()
+    assert not [p for p in os.listdir(tmp_path) if "evflow-partial" in p]
+
+
+@pytest.mark.parametrize(
+    "result,pattern",
+    [
+        (lambda ev: np.ones(len(ev) - 1), r"returned 'x' with \d+ entries for a batch of \d+ events"),
+        (lambda ev: np.array(["a"] * len(ev)), r"returned 'x' of dtype <U1"),
+        (lambda ev: [1.0] * len(ev), r"returned 'x' as a list"),
+        (lambda ev: 3.0, r"returned 'x' as a float"),
+    ],
+)
+def test_producer_wrong_shape_or_dtype(zmumu_file: Path, result, pattern: str) -> None:
+    proc = _zmumu(zmumu_file)
+    proc.producer(consumes=["E1"], produces=["x"], label="maker")(result)
+
+    @proc.filter(consumes=["x"])
+    def f(ev):
+        return ev.x > 0
+
+    proc.path("p", [f])
+    with pytest.raises(
+        ef.ModuleError, match=r"module 'maker' failed on batch 0 \(file .*entries 0-\d+\).*" + pattern
+    ):
+        proc.run(threads=2)
+
+
+@pytest.mark.parametrize(
+    "mask,pattern",
+    [
+        (lambda ev: ev.Q1, r"mask of dtype int32"),
+        (lambda ev: (ev.Q1 > 0)[:-3], r"mask of \d+ entries for a batch of \d+"),
+        (lambda ev: True, r"returned a bool"),
+    ],
+)
+def test_filter_wrong_mask(zmumu_file: Path, mask, pattern: str) -> None:
+    proc = _zmumu(zmumu_file)
+    f = proc.filter(consumes=["Q1"], label="cut")(mask)
+    proc.path("p", [f])
+    with pytest.raises(ef.ModuleError, match=r"module 'cut' failed on batch.*" + pattern):
+        proc.run(threads=2)
+
+
+def test_jagged_mask_is_refused(hzz_file: Path) -> None:
+    proc = ef.Process("h")
+    proc.source = ef.source.root(hzz_file, tree="events", step_size=1000)
+    f = proc.filter(consumes=["Jet_btag"], label="cut")(lambda ev: ev.Jet_btag > 0)
+    proc.path("p", [f])
+    with pytest.raises(ef.ModuleError, match=r"jagged \(nested\) mask"):
+        proc.run()
+
+
+def test_undeclared_read(zmumu_file: Path) -> None:
+    proc = _zmumu(zmumu_file)
+    f = proc.filter(consumes=["Q1"], label="sneaky")(lambda ev: ev.Q2 > 0)
+    proc.path("p", [f])
+    with pytest.raises(ef.ModuleError, match=r"read 'Q2', which it did not declare in consumes=\['Q1'\]"):
+        proc.run()
+
+
+def test_skip_failed_batches(zmumu_file: Path) -> None:
+    proc = _zmumu(zmumu_file, step=500)
+
+    @proc.filter(consumes=["Q1"])
+    def flaky(ev):
+        if ev.info.index == 1:
+            raise RuntimeError("bad batch")
+        return ev.Q1 > 0
+
+    proc.path("p", [flaky])
+    proc.histogram("M", bins=10, range=(0, 200), after="p")
+    r = proc.run(threads=2, on_error="skip")
+    assert r.failed_batches == [1]
+    assert r.events == 2304 - 461  # 5 batches of 460 or 461 events
+    assert r.cutflow["p"].events == r.events
+    assert r.histograms["M"].sum() == r.cutflow["p"].passed
+
+
+def test_corrupt_root_file(zmumu_file: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "truncated.root"
+    data = zmumu_file.read_bytes()
+    bad.write_bytes(data[: len(data) // 2])
+    proc = _zmumu(bad)
+    proc.histogram("M", bins=10, range=(0, 100))
+    with pytest.raises(ef.InputError, match=r"truncated\.root"):
+        proc.run()
+
+
+def test_parquet_missing_column(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    f = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"x": np.arange(10.0)}), f)
+    proc = ef.Process("pq")
+    proc.source = ef.source.parquet(f)
+    proc.histogram("y", bins=10, range=(0, 10))
+    with pytest.raises(ef.MissingBranchError, match=r"branch 'y' not found in Parquet file .*a\.parquet'"):
+        proc.run()
+
+
+def test_interrupt_leaves_no_output(zmumu_file: Path, tmp_path: Path) -> None:
+    script = tmp_path / "slow.py"
+    skim = tmp_path / "skim.parquet"
+    script.write_text(
+        f"""
+import time, evflow as ef
+proc = ef.Process("slow")
+proc.source = ef.source.root({str(zmumu_file)!r}, tree="events", step_size=50)
+
+@proc.filter(consumes=["Q1"])
+def slow(ev):
+    time.sleep(0.2)
+    return ev.Q1 > 0
+
+proc.path("p", [slow])
+proc.output(ef.output.parquet({str(skim)!r}, columns=["M"]), select="p")
+"""
+    )
+    p = subprocess.Popen(
+        [sys.executable, "-m", "evflow", "run", str(script), "-j", "2", "-q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 30
+    while time.time() < deadline and not [x for x in os.listdir(tmp_path) if "evflow-partial" in x]:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    p.send_signal(signal.SIGINT)
+    _out, err = p.communicate(timeout=30)
+    assert p.returncode == 130, err
+    assert "interrupted" in err
+    assert not skim.exists()
+    assert not [x for x in os.listdir(tmp_path) if "evflow-partial" in x]
+
+
+def test_data_tool_missing_branch(zmumu_file: Path, tmp_path: Path) -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evflow.data",
+            "resample",
+            str(zmumu_file),
+            "--tree",
+            "events",
+            "-n",
+            "10",
+            "--out",
+            str(tmp_path / "x.parquet"),
+            "--branches",
+            "nothing*",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 1 and "no branch matches ['nothing*']" in out.stderr
