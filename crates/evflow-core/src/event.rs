@@ -58,15 +58,18 @@ pub(crate) struct EventData {
     pub index: u64,
     pub products: Box<[OnceLock<StoredProduct>]>,
     pub trigger_results: OnceLock<crate::TriggerResults>,
+    /// Per module: events seen and passed, for modules that process a batch.
+    pub step_counts: Box<[OnceLock<(u64, u64)>]>,
 }
 
 impl EventData {
-    pub fn new(id: EventId, index: u64, n_products: usize) -> Self {
+    pub fn new(id: EventId, index: u64, n_products: usize, n_modules: usize) -> Self {
         Self {
             id,
             index,
             products: (0..n_products).map(|_| OnceLock::new()).collect(),
             trigger_results: OnceLock::new(),
+            step_counts: (0..n_modules).map(|_| OnceLock::new()).collect(),
         }
     }
 }
@@ -162,6 +165,14 @@ impl<'a> Event<'a> {
     /// has another type.
     pub fn try_get_nth<T: Any>(&self, i: usize) -> Result<Option<&'a T>, crate::ModuleError> {
         Ok(self.get_nth_stored(i)?.value.downcast_ref::<T>())
+    }
+
+    /// For a module that processes many events at once (a batch of a
+    /// columnar analysis): how many events it saw and how many it let
+    /// through. Cut-flows and the adaptive ordering of filters then count
+    /// events rather than batches. Set at most once per call.
+    pub fn set_filter_counts(&self, seen: u64, passed: u64) {
+        let _ = self.data.step_counts[self.module].set((seen, passed.min(seen)));
     }
 
     /// Number of products the module declared it consumes.

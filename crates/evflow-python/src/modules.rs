@@ -133,6 +133,7 @@ impl Filter for PyFilter {
         self.call.with_python(batch, |py| {
             let (sel, seen, position) = batch.path_selection(py, self.path);
             if seen == 0 {
+                ev.set_filter_counts(0, 0);
                 return Ok(false);
             }
             let inputs = self.call.inputs(py, ev)?;
@@ -145,6 +146,8 @@ impl Filter for PyFilter {
             let (new_sel, passed, w_seen, w_passed): (Option<Py<PyAny>>, u64, f64, f64) =
                 out.extract()?;
             batch.narrow(py, self.path, sel.as_ref(), new_sel, passed, w_passed)?;
+            // The planner orders cuts by events, not batches.
+            ev.set_filter_counts(seen, passed);
             self.call.shared.record(CutRecord {
                 batch: batch.index,
                 path: self.path as u32,

@@ -249,7 +249,12 @@ impl Engine {
         products: SourceProducts,
     ) -> Result<(), String> {
         let index = self.events_read.fetch_add(1, Ordering::Relaxed);
-        let data = EventData::new(id, index, self.graph.products.len());
+        let data = EventData::new(
+            id,
+            index,
+            self.graph.products.len(),
+            self.graph.modules.len(),
+        );
         for (instance, value) in products.items {
             let Some(&p) = self
                 .source_products
@@ -740,6 +745,12 @@ impl Engine {
 }
 
 impl Observer for Engine {
+    fn step_counts(&self, slot: usize, module: ModuleIdx) -> Option<(u64, u64)> {
+        lock(&self.slot_data[slot])
+            .as_ref()
+            .and_then(|data| data.step_counts[module].get().copied())
+    }
+
     fn queued(&self, slot: usize, module: ModuleIdx) {
         self.queued_at
             .lock()

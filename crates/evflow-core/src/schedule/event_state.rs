@@ -201,12 +201,14 @@ impl EventState {
     /// execution order, with their decisions.
     pub fn path_outcome(&self, p: PathIdx, out: &mut PathOutcome) {
         out.steps.clear();
+        out.counts.clear();
         let plan = &self.plans[p];
         let reached = (self.cursor[p] as usize + 1).min(plan.groups.len());
         for group in &plan.groups[..reached] {
             for &m in group {
                 if self.status[m] == Status::Done {
                     out.steps.push((m, self.passed[m]));
+                    out.counts.push(None);
                 }
             }
         }

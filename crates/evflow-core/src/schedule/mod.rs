@@ -65,6 +65,11 @@ pub trait Observer {
     /// `module` is ready for the event in `slot` but must wait for its
     /// serial queue, a cloned instance or an exclusive resource.
     fn queued(&self, _slot: usize, _module: ModuleIdx) {}
+    /// Events seen and passed by `module` on the event in `slot`, when the
+    /// module processes many events at once (a batch).
+    fn step_counts(&self, _slot: usize, _module: ModuleIdx) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 /// An observer that ignores everything.
@@ -176,7 +181,7 @@ impl Coordinator {
             }
             let finished = state.is_finished();
             if finished {
-                self.observe_paths(state);
+                self.observe_paths(slot, state, obs);
                 obs.event_finished(slot, state);
             }
             finished
@@ -227,7 +232,7 @@ impl Coordinator {
         lock(&self.source).peak_processing()
     }
 
-    fn observe_paths(&self, state: &EventState) {
+    fn observe_paths(&self, slot: usize, state: &EventState, obs: &impl Observer) {
         if state.failed() {
             return;
         }
@@ -235,6 +240,9 @@ impl Coordinator {
         for p in 0..self.graph.paths.len() {
             if self.graph.paths[p].reorderable {
                 state.path_outcome(p, &mut outcome);
+                for (i, &(m, _)) in outcome.steps.iter().enumerate() {
+                    outcome.counts[i] = obs.step_counts(slot, m);
+                }
                 self.planner.observe(p, state.index(), &outcome);
             }
         }
@@ -319,7 +327,7 @@ impl Coordinator {
                         }
                         let finished = state.is_finished();
                         if finished {
-                            self.observe_paths(&state);
+                            self.observe_paths(slot, &state, obs);
                             obs.event_finished(slot, &state);
                         }
                         finished

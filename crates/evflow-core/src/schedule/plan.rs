@@ -37,8 +37,24 @@ impl PathPlan {
 #[derive(Clone, Debug, Default)]
 pub struct PathOutcome {
     pub steps: Vec<(ModuleIdx, bool)>,
+    /// Parallel to `steps`: for a module that processes many events at once
+    /// (a batch of a columnar analysis), the events it saw and let through
+    /// ([`Event::set_filter_counts`](crate::Event::set_filter_counts));
+    /// `None` for a per-event module, which counts as (1, passed).
+    pub counts: Vec<Option<(u64, u64)>>,
     pub accepted: bool,
     pub sampled: bool,
+}
+
+impl PathOutcome {
+    /// (events seen, events passed) by the `i`-th step that ran.
+    pub fn step_counts(&self, i: usize) -> (u64, u64) {
+        self.counts
+            .get(i)
+            .copied()
+            .flatten()
+            .unwrap_or((1, u64::from(self.steps[i].1)))
+    }
 }
 
 /// Chooses path plans. Shared by every executor and by the simulator, so
