@@ -103,7 +103,8 @@ fn run_python_analysis() -> Result<(), String> {
     let python = std::env::var_os("EVFLOW_PYTHON")
         .map(std::path::PathBuf::from)
         .or_else(|| {
-            std::env::var_os("VIRTUAL_ENV").map(|v| std::path::Path::new(&v).join("bin").join("python"))
+            std::env::var_os("VIRTUAL_ENV")
+                .map(|v| std::path::Path::new(&v).join("bin").join("python"))
         })
         .unwrap_or_else(|| "python3".into());
     let forwarded: Vec<std::ffi::OsString> = std::env::args_os().skip(2).collect();
