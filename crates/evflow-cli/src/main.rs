@@ -24,7 +24,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a job described by a configuration file (.toml, or a CMS task-queue .config/.json).
+    /// Run a job: a configuration file (.toml, a CMS task-queue .config/.json) or a Python analysis (.py).
     Run(RunArgs),
     /// Predict a job's throughput on a machine with N cores, with the engine's own scheduling decisions.
     Simulate(simulate::SimulateArgs),
@@ -76,16 +76,11 @@ impl FilterOrderArg {
     }
 }
 
+/// What to run: the options `evflow run` and `evflow simulate` share.
 #[derive(clap::Args, Debug)]
-pub struct RunArgs {
-    /// The process configuration.
+pub struct WorkloadArgs {
+    /// The process configuration (.toml, or a CMS task-queue .config/.json).
     pub config: PathBuf,
-    /// Worker threads (default: the configuration's, else the number of cores).
-    #[arg(long, short = 'j')]
-    pub threads: Option<usize>,
-    /// Events processed at once (default: the configuration's, else the thread count).
-    #[arg(long, short = 'k')]
-    pub events_in_flight: Option<usize>,
     /// Number of events (cycles through recorded per-event times when larger).
     #[arg(long, short = 'n')]
     pub events: Option<u64>,
@@ -95,23 +90,61 @@ pub struct RunArgs {
     /// Override how synthetic modules spend their time.
     #[arg(long, value_enum)]
     pub work: Option<WorkArg>,
+    /// Order of the filters of reorderable paths (default: the configuration's, else adaptive).
+    #[arg(long, value_enum)]
+    pub filter_order: Option<FilterOrderArg>,
+    /// Write the JSON report here.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Print only errors.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+impl WorkloadArgs {
+    /// Loads the configuration with these options applied.
+    pub fn load(&self) -> Result<evflow_config::Loaded, String> {
+        if !self.time_scale.is_finite() || self.time_scale < 0.0 {
+            return Err(format!(
+                "--time-scale must be a finite number >= 0, not {}",
+                self.time_scale
+            ));
+        }
+        let load = evflow_config::LoadOptions {
+            events: self.events,
+            time_scale: self.time_scale,
+            work: self.work.map(|w| match w {
+                WorkArg::Busy => evflow_core::synthetic::Work::Busy,
+                WorkArg::Sleep => evflow_core::synthetic::Work::Sleep,
+            }),
+        };
+        evflow_config::load_file(&self.config, &load).map_err(|e| e.to_string())
+    }
+
+    /// The planner for reorderable paths of a loaded configuration.
+    pub fn planner(&self, loaded: &evflow_config::Loaded) -> evflow_core::PlannerFactory {
+        FilterOrderArg::apply(self.filter_order, loaded.ordering.clone()).factory()
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    /// Worker threads (default: the configuration's, else the number of cores).
+    #[arg(long, short = 'j')]
+    pub threads: Option<usize>,
+    /// Events processed at once (default: the configuration's, else the thread count).
+    #[arg(long, short = 'k')]
+    pub events_in_flight: Option<usize>,
     #[arg(long, value_enum, default_value = "threaded")]
     pub executor: ExecutorArg,
     /// What a module error does: stop the job, or record the event as failed and go on.
     #[arg(long, value_enum, default_value = "fail")]
     pub on_error: OnErrorArg,
-    /// Write the JSON report here.
-    #[arg(long)]
-    pub report: Option<PathBuf>,
     /// Write a Chrome trace-event JSON (for Perfetto) here.
     #[arg(long)]
     pub trace: Option<PathBuf>,
-    /// Print only errors.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
-    /// Order of the filters of reorderable paths (default: the configuration's, else adaptive).
-    #[arg(long, value_enum)]
-    pub filter_order: Option<FilterOrderArg>,
 }
 
 fn main() -> ExitCode {

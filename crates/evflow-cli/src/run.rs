@@ -5,20 +5,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use evflow_core::synthetic::Work;
 use evflow_core::{ErrorPolicy, ExecutorKind, RunError, RunOptions};
 
-use crate::{ExecutorArg, FilterOrderArg, OnErrorArg, RunArgs, WorkArg, summary, system};
+use crate::{ExecutorArg, OnErrorArg, RunArgs, summary, system};
 
 pub fn run(args: &RunArgs) -> Result<(), String> {
-    if args.config.extension().is_some_and(|e| e == "py") {
+    let workload = &args.workload;
+    if workload.config.extension().is_some_and(|e| e == "py") {
         return run_python_analysis();
-    }
-    if !args.time_scale.is_finite() || args.time_scale < 0.0 {
-        return Err(format!(
-            "--time-scale must be a finite number >= 0, not {}",
-            args.time_scale
-        ));
     }
     if args.threads == Some(0) {
         return Err("--threads must be at least 1".into());
@@ -26,15 +20,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     if args.events_in_flight == Some(0) {
         return Err("--events-in-flight must be at least 1".into());
     }
-    let load = evflow_config::LoadOptions {
-        events: args.events,
-        time_scale: args.time_scale,
-        work: args.work.map(|w| match w {
-            WorkArg::Busy => Work::Busy,
-            WorkArg::Sleep => Work::Sleep,
-        }),
-    };
-    let loaded = evflow_config::load_file(&args.config, &load).map_err(|e| e.to_string())?;
+    let loaded = workload.load()?;
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
@@ -50,11 +36,9 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
                 ExecutorKind::Threaded => threads,
                 ExecutorKind::Sequential => 1,
             });
-    if matches!(args.work, Some(WorkArg::Busy)) || loaded.format == "cms-json" {
-        // Calibrate before the clock starts, not inside the first module.
-        evflow_core::synthetic::busy_iterations_per_second();
-    }
-    let progress = progress_bar(args.quiet, loaded.events);
+    // Calibrate busy work before the clock starts, not inside the first module.
+    evflow_core::synthetic::busy_iterations_per_second();
+    let progress = progress_bar(workload.quiet, loaded.events);
     let options = RunOptions {
         threads,
         events_in_flight,
@@ -64,7 +48,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             OnErrorArg::SkipEvent => ErrorPolicy::SkipEvent,
         },
         trace: args.trace.is_some(),
-        planner: Some(FilterOrderArg::apply(args.filter_order, loaded.ordering.clone()).factory()),
+        planner: Some(workload.planner(&loaded)),
         progress: progress
             .clone()
             .map(|bar| Arc::new(move |n| bar.set_position(n)) as evflow_core::ProgressFn),
@@ -77,18 +61,18 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     }
     let (mut report, error) = match result {
         Ok(report) => (report, None),
-        Err(RunError::Config(e)) => return Err(format!("{}: {e}", args.config.display())),
+        Err(RunError::Config(e)) => return Err(format!("{}: {e}", workload.config.display())),
         Err(RunError::Failed { error, report }) => (*report, Some(error)),
     };
     report.cpu_s = system::cpu_seconds() - cpu0;
     report.peak_rss_bytes = system::peak_rss_bytes();
-    if let Some(path) = &args.report {
+    if let Some(path) = &workload.report {
         write_json(path, &report)?;
     }
     if let Some(path) = &args.trace {
         write_json(path, &report.chrome_trace())?;
     }
-    if !args.quiet {
+    if !workload.quiet {
         summary::print(&report);
     }
     match error {

@@ -3,78 +3,53 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use crate::{FilterOrderArg, WorkArg, run::write_json};
+use crate::{WorkloadArgs, run::write_json};
 
 #[derive(clap::Args, Debug)]
 pub struct SimulateArgs {
-    /// The process configuration.
-    pub config: PathBuf,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
     /// Cores (threads) of the simulated machine.
     #[arg(long, default_value_t = 1)]
     pub cores: usize,
     /// Events processed at once.
     #[arg(long, short = 'k', default_value_t = 1)]
     pub events_in_flight: usize,
-    #[arg(long, short = 'n')]
-    pub events: Option<u64>,
-    #[arg(long, default_value_t = 1.0)]
-    pub time_scale: f64,
-    /// Accepted for symmetry with `evflow run`: both kinds of work occupy a thread.
-    #[arg(long, value_enum)]
-    pub work: Option<WorkArg>,
     /// Scheduling overhead per module execution, in nanoseconds (see docs/performance.md).
     #[arg(long, default_value_t = 300.0)]
     pub overhead_ns: f64,
     /// Take module times (mean per call) from a report or trace of a real run instead of the configuration.
     #[arg(long)]
     pub times_from: Option<PathBuf>,
-    /// Write the predicted report (same fields as `evflow run --report`) here.
-    #[arg(long)]
-    pub report: Option<PathBuf>,
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
-    /// Order of the filters of reorderable paths (default: the configuration's, else adaptive).
-    #[arg(long, value_enum)]
-    pub filter_order: Option<FilterOrderArg>,
 }
 
 pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
-    if !args.time_scale.is_finite() || args.time_scale < 0.0 {
-        return Err(format!(
-            "--time-scale must be a finite number >= 0, not {}",
-            args.time_scale
-        ));
-    }
     if !args.overhead_ns.is_finite() || args.overhead_ns < 0.0 {
         return Err(format!(
             "--overhead-ns must be a finite number >= 0, not {}",
             args.overhead_ns
         ));
     }
-    let load = evflow_config::LoadOptions {
-        events: args.events,
-        time_scale: args.time_scale,
-        work: None,
-    };
-    let mut loaded = evflow_config::load_file(&args.config, &load).map_err(|e| e.to_string())?;
+    let workload = &args.workload;
+    let mut loaded = workload.load()?;
     if let Some(path) = &args.times_from {
         let times = crate::inspect::mean_module_times(path)?;
-        apply_times(&mut loaded.process, &times, args.time_scale);
+        apply_times(&mut loaded.process, &times, workload.time_scale);
     }
     let options = evflow_sim::SimOptions {
         cores: args.cores,
         events_in_flight: args.events_in_flight,
         overhead_s: args.overhead_ns * 1e-9,
         read_s: 0.0,
-        planner: Some(FilterOrderArg::apply(args.filter_order, loaded.ordering.clone()).factory()),
+        planner: Some(workload.planner(&loaded)),
         trace: false,
     };
     let sim = evflow_sim::simulate(loaded.process, &options)
-        .map_err(|e| format!("{}: {e}", args.config.display()))?;
-    if let Some(path) = &args.report {
+        .map_err(|e| format!("{}: {e}", workload.config.display()))?;
+    if let Some(path) = &workload.report {
         write_json(path, &sim)?;
     }
-    if !args.quiet {
+    if !workload.quiet {
         print(&sim);
     }
     Ok(())

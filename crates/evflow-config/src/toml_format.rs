@@ -96,6 +96,8 @@ struct ModuleSpec {
     seed: Option<u64>,
     select_events: Option<Vec<String>>,
     time_jitter: Option<f64>,
+    #[serde(default)]
+    fail_on_events: Vec<u64>,
     cut: Option<String>,
     correlated_with: Option<String>,
     otherwise_pass: Option<f64>,
@@ -504,6 +506,9 @@ fn build_module(
             )));
         }
         timing = timing.with_jitter(j, common::seed_from_label(label) ^ 0x7177);
+    }
+    if !m.fail_on_events.is_empty() {
+        timing = timing.with_failures(m.fail_on_events.clone());
     }
 
     for (i, c) in m.consumes.iter().enumerate() {

@@ -38,6 +38,9 @@ pub struct Timing {
     /// drawn uniformly in `[1 − fraction, 1 + fraction]` by a hash of the
     /// event index ([`Timing::with_jitter`]).
     jitter: Option<(f64, u64)>,
+    /// Event numbers on which the module returns an error
+    /// ([`Timing::with_failures`]).
+    fail_on: Arc<[u64]>,
 }
 
 impl Timing {
@@ -52,7 +55,14 @@ impl Timing {
             scale,
             work,
             jitter: None,
+            fail_on: Arc::from(Vec::new()),
         }
+    }
+    /// Makes the module fail (return an error) on these event numbers: for
+    /// exercising error policies end to end.
+    pub fn with_failures(mut self, events: Vec<u64>) -> Self {
+        self.fail_on = Arc::from(events);
+        self
     }
     /// Varies the time per event: event `i` takes its time multiplied by a
     /// factor in `[1 − fraction, 1 + fraction]` (uniform, from a hash of
@@ -86,6 +96,18 @@ impl Timing {
     }
     pub fn work(&self) -> Work {
         self.work
+    }
+    /// The work of one call on `ev`: fails if configured to, else spends the
+    /// event's time.
+    pub fn run(&self, ev: &Event<'_>) -> ModuleResult {
+        if self.fail_on.contains(&ev.id().event) {
+            return Err(crate::ModuleError::msg(format!(
+                "configured failure on event {}",
+                ev.id().event
+            )));
+        }
+        self.spend(ev.index());
+        Ok(())
     }
     /// Spends the time of event `index`.
     pub fn spend(&self, index: u64) {
@@ -222,7 +244,7 @@ impl Transitions for SyntheticProducer {}
 impl Producer for SyntheticProducer {
     fn produce(&self, ev: &Event<'_>) -> ModuleResult {
         let inputs = consumed_digest(ev)?;
-        self.timing.spend(ev.index());
+        self.timing.run(ev)?;
         let value = mix(event_key(ev) ^ self.key).wrapping_add(inputs);
         for (instance, salt) in &self.instances {
             ev.put(instance, value ^ salt)?;
@@ -286,7 +308,7 @@ impl Transitions for SyntheticFilter {}
 impl Filter for SyntheticFilter {
     fn filter(&self, ev: &Event<'_>) -> ModuleResult<bool> {
         consumed_digest(ev)?;
-        self.timing.spend(ev.index());
+        self.timing.run(ev)?;
         Ok(passes(ev, self.fraction, self.seed))
     }
 }
@@ -324,7 +346,7 @@ struct Accumulator {
 impl Accumulator {
     fn add(&self, ev: &Event<'_>, extra: u64) -> ModuleResult {
         let d = consumed_digest(ev)?;
-        self.timing.spend(ev.index());
+        self.timing.run(ev)?;
         self.digest
             .fetch_add(mix(event_key(ev) ^ d ^ extra), Ordering::Relaxed);
         self.events.fetch_add(1, Ordering::Relaxed);
@@ -449,7 +471,7 @@ impl Transitions for DecidingFilter {}
 impl Filter for DecidingFilter {
     fn filter(&self, ev: &Event<'_>) -> ModuleResult<bool> {
         consumed_digest(ev)?;
-        self.timing.spend(ev.index());
+        self.timing.run(ev)?;
         Ok((self.decision)(ev.id()))
     }
 }

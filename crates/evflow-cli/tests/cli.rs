@@ -1,0 +1,276 @@
+//! The `evflow` command as a user meets it: exit codes and messages on good
+//! and bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn evflow(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_evflow"))
+        .args(args)
+        .output()
+        .expect("the evflow binary runs")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A scratch directory of this test binary.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("evflow-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+const FAILING: &str = r#"
+[process]
+name = "failing"
+events = 20
+
+[[module]]
+label = "tracks"
+type = "producer"
+fail_on_events = [7, 13]
+
+[[module]]
+label = "sel"
+type = "filter"
+consumes = ["tracks"]
+pass_fraction = 0.5
+
+[[path]]
+name = "p"
+modules = ["sel"]
+"#;
+
+#[test]
+fn demo_config_runs_and_writes_report_and_trace() {
+    let dir = scratch("demo");
+    let report = dir.join("r.json");
+    let trace = dir.join("t.json");
+    let demo = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/configs/demo.toml"
+    );
+    let out = evflow(&[
+        "run",
+        demo,
+        "--events",
+        "50",
+        "--time-scale",
+        "0.01",
+        "-j",
+        "2",
+        "--report",
+        report.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("50 events in"), "{}", stdout(&out));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    for key in [
+        "events",
+        "wall_s",
+        "cpu_s",
+        "throughput_ev_s",
+        "threads",
+        "events_in_flight",
+        "peak_events_in_flight",
+        "peak_rss_bytes",
+        "modules",
+        "paths",
+        "failed_events",
+    ] {
+        assert!(r.get(key).is_some(), "report lacks '{key}'");
+    }
+    assert_eq!(r["events"], 50);
+    let m = &r["modules"][0];
+    for key in ["label", "kind", "concurrency", "calls", "run_s", "wait_s"] {
+        assert!(m.get(key).is_some(), "module entry lacks '{key}'");
+    }
+    let t: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let slices = t["traceEvents"].as_array().unwrap();
+    assert!(
+        slices
+            .iter()
+            .any(|s| s["cat"] == "module" && s["args"]["event"].is_u64())
+    );
+    assert!(slices.iter().any(|s| s["cat"] == "source"));
+    // `evflow report` reads both files.
+    let out = evflow(&["report", report.to_str().unwrap()]);
+    assert!(
+        out.status.success() && stdout(&out).contains("cut-flow of path"),
+        "{}",
+        stderr(&out)
+    );
+    let out = evflow(&["report", trace.to_str().unwrap(), "--event", "3"]);
+    assert!(
+        out.status.success() && stdout(&out).contains("event 3:"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn module_failure_fails_the_job_naming_module_and_event() {
+    let dir = scratch("fail");
+    let config = write(&dir, "failing.toml", FAILING);
+    let report = dir.join("r.json");
+    let out = evflow(&[
+        "run",
+        &config,
+        "-j",
+        "2",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("module 'tracks' failed on run 1, lumi 1, event 7"),
+        "{err}"
+    );
+    assert!(err.contains("configured failure on event 7"), "{err}");
+    // The report of what ran is still written, complete JSON.
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert!(r["events"].as_u64().unwrap() < 20);
+}
+
+#[test]
+fn skip_event_policy_lists_the_failed_events() {
+    let dir = scratch("skip");
+    let config = write(&dir, "failing.toml", FAILING);
+    let report = dir.join("r.json");
+    let out = evflow(&[
+        "run",
+        &config,
+        "-j",
+        "2",
+        "--on-error",
+        "skip-event",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(r["events"], 18);
+    let failed: Vec<u64> = r["failed_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["event"].as_u64().unwrap())
+        .collect();
+    assert_eq!(failed, vec![7, 13]);
+    assert!(stdout(&out).contains("2 failed events"));
+}
+
+#[test]
+fn bad_input_gets_a_clear_error() {
+    let dir = scratch("bad");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![
+                "run".into(),
+                dir.join("nope.toml").to_string_lossy().into_owned(),
+            ],
+            "nope.toml",
+        ),
+        (
+            vec![
+                "run".into(),
+                write(
+                    &dir,
+                    "typo.toml",
+                    "[[module]]\nlabel = \"a\"\ntype = \"producr\"\n",
+                ),
+            ],
+            "unknown module type 'producr'",
+        ),
+        (
+            vec![
+                "run".into(),
+                write(
+                    &dir,
+                    "ok.toml",
+                    "[[module]]\nlabel = \"a\"\ntype = \"producer\"\n",
+                ),
+                "--time-scale=-1".into(),
+            ],
+            "--time-scale must be a finite number >= 0",
+        ),
+        (
+            vec![
+                "run".into(),
+                write(
+                    &dir,
+                    "missing.toml",
+                    "[[module]]\nlabel = \"a\"\ntype = \"filter\"\nconsumes = [\"b\"]\n[[path]]\nname = \"p\"\nmodules = [\"a\"]\n",
+                ),
+            ],
+            "module 'a' consumes 'b', which no module produces",
+        ),
+        (
+            vec![
+                "run".into(),
+                write(
+                    &dir,
+                    "ok2.toml",
+                    "[[module]]\nlabel = \"a\"\ntype = \"producer\"\n",
+                ),
+                "--threads".into(),
+                "0".into(),
+            ],
+            "--threads must be at least 1",
+        ),
+        (
+            vec!["report".into(), write(&dir, "junk.json", "{\"x\": 1}")],
+            "neither an evflow report",
+        ),
+    ];
+    for (args, expected) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = evflow(&args);
+        assert!(!out.status.success(), "{args:?} should fail");
+        assert!(
+            stderr(&out).contains(expected),
+            "{args:?}: expected '{expected}' in: {}",
+            stderr(&out)
+        );
+        assert!(
+            !stderr(&out).contains("panicked"),
+            "{args:?} panicked: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn simulate_predicts_and_reports_bounds() {
+    let demo = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/configs/demo.toml"
+    );
+    let out = evflow(&[
+        "simulate", demo, "--cores", "8", "-k", "8", "--events", "200",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.starts_with("predicted: "), "{text}");
+    assert!(text.contains("events in flight / crit.path"), "{text}");
+    assert!(text.contains("module 'rawToDigi' (serial)"), "{text}");
+}
