@@ -31,9 +31,7 @@ OUT = Path(tempfile.mkdtemp(prefix="evflow-bench-"))
 
 
 def build() -> None:
-    subprocess.run(
-        ["cargo", "build", "--release", "-q", "-p", "evflow-cli"], cwd=ROOT, check=True
-    )
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "evflow-cli"], cwd=ROOT, check=True)
 
 
 def run_args(config: Path, *args: str) -> list[str]:
@@ -64,8 +62,18 @@ def bench_overhead(reps: int, quick: bool) -> list[tuple]:
     n = "1000" if quick else "4000"
     rates, ns = [], []
     for i in range(reps):
-        r = evflow(HIPILEUP, f"overhead{i}", "--time-scale", "0", "--threads", "1",
-                   "--events-in-flight", "1", "--events", n)
+        r = evflow(
+            HIPILEUP,
+            f"overhead{i}",
+            "--time-scale",
+            "0",
+            "--threads",
+            "1",
+            "--events-in-flight",
+            "1",
+            "--events",
+            n,
+        )
         rates.append(r["throughput_ev_s"])
         ns.append(r["wall_s"] * 1e9 / r["module_executions"])
     return [
@@ -98,8 +106,13 @@ def bench_parallel(reps: int, quick: bool) -> list[tuple]:
             capacity = finish(*a)["throughput_ev_s"] + finish(*b)["throughput_ev_s"]
             thr = evflow(config, f"par-{name}-t{i}", *common, "--threads", "2", "--events-in-flight", "4")
             ratios.append(thr["throughput_ev_s"] / capacity)
-        rows.append((f"3 parallel efficiency {name}: 2 threads, 4 in flight / two sequential processes",
-                     median(ratios), f">= {target}"))
+        rows.append(
+            (
+                f"3 parallel efficiency {name}: 2 threads, 4 in flight / two sequential processes",
+                median(ratios),
+                f">= {target}",
+            )
+        )
     return rows
 
 
@@ -113,16 +126,24 @@ def bench_within_event(reps: int, quick: bool) -> list[tuple]:
         seq = evflow(HIPILEUP, f"we-seq{i}", *common, "--executor", "sequential")
         thr = evflow(HIPILEUP, f"we-thr{i}", *common, "--threads", "64")
         ratios.append(thr["throughput_ev_s"] / seq["throughput_ev_s"])
-    sim = simulate(HIPILEUP, "we-sim", "--time-scale", "0.01", "--events", n, "--events-in-flight", "1",
-                   "--cores", "64")
+    sim = simulate(
+        HIPILEUP, "we-sim", "--time-scale", "0.01", "--events", n, "--events-in-flight", "1", "--cores", "64"
+    )
     bound = sim["bounds"]["work_per_event_s"] / sim["bounds"]["critical_path_s"]
-    return [("4 within one event: 64 threads, 1 in flight / sequential (hipileup sleep 0.01)",
-             median(ratios), f">= 1.25 (bound for these events {bound:.3f})")]
+    return [
+        (
+            "4 within one event: 64 threads, 1 in flight / sequential (hipileup sleep 0.01)",
+            median(ratios),
+            f">= 1.25 (bound for these events {bound:.3f})",
+        )
+    ]
 
 
 def simulate(config: Path, tag: str, *args: str) -> dict:
     report = OUT / f"{tag}.json"
-    subprocess.run([str(EVFLOW), "simulate", str(config), "--quiet", "--report", str(report), *args], check=True)
+    subprocess.run(
+        [str(EVFLOW), "simulate", str(config), "--quiet", "--report", str(report), *args], check=True
+    )
     return json.loads(report.read_text())
 
 
@@ -136,14 +157,31 @@ def bench_many_in_flight(reps: int, quick: bool) -> list[tuple]:
         n = str(max(40, 3 * k) if quick else max(100, 6 * k))
         per_k, rss = [], []
         for i in range(reps if k < 1000 else 1):
-            r = evflow(HIPILEUP, f"k{k}-{i}", "--time-scale", "0.001", "--work", "sleep", "--events", n,
-                       "--threads", str(k), "--events-in-flight", str(k))
+            r = evflow(
+                HIPILEUP,
+                f"k{k}-{i}",
+                "--time-scale",
+                "0.001",
+                "--work",
+                "sleep",
+                "--events",
+                n,
+                "--threads",
+                str(k),
+                "--events-in-flight",
+                str(k),
+            )
             per_k.append(r["throughput_ev_s"] / k)
             rss.append(r["peak_rss_bytes"])
         value = median(per_k)
         base = base or value
-        rows.append((f"5 many in flight (x0.001): K=threads={k}: events/s per event in flight / K=1",
-                     value / base, ">= 0.90"))
+        rows.append(
+            (
+                f"5 many in flight (x0.001): K=threads={k}: events/s per event in flight / K=1",
+                value / base,
+                ">= 0.90",
+            )
+        )
         if k == 1000:
             rows.append(("5 many in flight: peak RSS at K=1000 (MB)", max(rss) / 1e6, "<= 200"))
     # The same with module times x 0.1, where 2 cores can carry 1000 events
@@ -152,12 +190,29 @@ def bench_many_in_flight(reps: int, quick: bool) -> list[tuple]:
     base = None
     for k in (10, 100, 1000):
         n = str(max(30, 3 * k) if quick else max(100, 3 * k))
-        r = evflow(HIPILEUP, f"k{k}-slow", "--time-scale", "0.1", "--work", "sleep", "--events", n,
-                   "--threads", str(k), "--events-in-flight", str(k))
+        r = evflow(
+            HIPILEUP,
+            f"k{k}-slow",
+            "--time-scale",
+            "0.1",
+            "--work",
+            "sleep",
+            "--events",
+            n,
+            "--threads",
+            str(k),
+            "--events-in-flight",
+            str(k),
+        )
         value = r["throughput_ev_s"] / k
         base = base or value
-        rows.append((f"5 many in flight (x0.1): K=threads={k}: events/s per event in flight / K=10",
-                     value / base, ">= 0.90"))
+        rows.append(
+            (
+                f"5 many in flight (x0.1): K=threads={k}: events/s per event in flight / K=10",
+                value / base,
+                ">= 0.90",
+            )
+        )
     return rows
 
 
@@ -174,7 +229,9 @@ def bench_thread_unsafe(reps: int, quick: bool) -> list[tuple]:
         seq = evflow(config, f"tu-seq{i}", *common, "--executor", "sequential")
         thr = evflow(config, f"tu-thr{i}", *common, "--threads", "2", "--events-in-flight", "4")
         ratios.append(thr["throughput_ev_s"] / seq["throughput_ev_s"])
-    return [("6 thread-unsafe: all exclusive on one resource, 2 threads / sequential", median(ratios), ">= 0.95")]
+    return [
+        ("6 thread-unsafe: all exclusive on one resource, 2 threads / sequential", median(ratios), ">= 0.95")
+    ]
 
 
 BENCHES = {
@@ -188,7 +245,9 @@ BENCHES = {
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--only", default="1,2,3,4,5,6", help="comma-separated benchmark numbers")
     parser.add_argument("--reps", type=int, default=3, help="repetitions per measurement (median reported)")
     parser.add_argument("--quick", action="store_true", help="fewer events: a fast smoke run")

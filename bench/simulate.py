@@ -59,8 +59,12 @@ def evflow(verb: str, config: Path, options: list[str], tag: str) -> tuple[dict,
 def measured_and_predicted(name: str, work: str, threads: int, k: int, scale: float, events: int) -> dict:
     config = CONFIGS[name]
     common = ["--events", str(events), "--time-scale", str(scale), "--events-in-flight", str(k)]
-    real, run_cmd = evflow("run", config, [*common, "--threads", str(threads), "--work", work], f"{name}-{work}-{threads}-{k}")
-    sim, sim_cmd = evflow("simulate", config, [*common, "--cores", str(threads)], f"{name}-{work}-{threads}-{k}")
+    real, run_cmd = evflow(
+        "run", config, [*common, "--threads", str(threads), "--work", work], f"{name}-{work}-{threads}-{k}"
+    )
+    sim, sim_cmd = evflow(
+        "simulate", config, [*common, "--cores", str(threads)], f"{name}-{work}-{threads}-{k}"
+    )
     measured = real["throughput_ev_s"]
     predicted = sim["report"]["throughput_ev_s"]
     return {
@@ -92,11 +96,13 @@ def validate(quick: bool) -> list[dict]:
             if quick:
                 events = max(3, events // 3)
             rows.append(measured_and_predicted(name, "sleep", threads, threads, 0.1, events))
-    print(f"| configuration | work | threads | events in flight | measured ev/s | predicted ev/s | error |")
+    print("| configuration | work | threads | events in flight | measured ev/s | predicted ev/s | error |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
-        print(f"| {r['config']} | {r['work']} | {r['threads']} | {r['k']} | {r['measured']:.2f} | "
-              f"{r['predicted']:.2f} | {100 * r['error']:+.1f}% |")
+        print(
+            f"| {r['config']} | {r['work']} | {r['threads']} | {r['k']} | {r['measured']:.2f} | "
+            f"{r['predicted']:.2f} | {100 * r['error']:+.1f}% |"
+        )
     print("\ncommands:")
     for r in rows:
         print(f"  {r['run']}\n  {r['simulate']}")
@@ -110,8 +116,8 @@ def figures(quick: bool) -> None:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-    except ImportError:
-        raise SystemExit("figures need matplotlib: pip install '.[bench]'")
+    except ImportError as missing:
+        raise SystemExit("figures need matplotlib: pip install .") from missing
     FIGURES.mkdir(parents=True, exist_ok=True)
     hip = CONFIGS["hipileup"]
 
@@ -125,7 +131,10 @@ def figures(quick: bool) -> None:
         sim, _ = evflow("simulate", hip, [*common, "--cores", str(k)], f"fig1-{k}")
         measured.append(rate(real))
         predicted.append(rate(sim["report"]))
-        print(f"events in flight {k}: measured {measured[-1]:.2f} ev/s, simulated {predicted[-1]:.2f} ev/s", flush=True)
+        print(
+            f"events in flight {k}: measured {measured[-1]:.2f} ev/s, simulated {predicted[-1]:.2f} ev/s",
+            flush=True,
+        )
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
     ax1.loglog(ks, measured, "o-", label="measured (sleeping modules, threads = events in flight)")
     ax1.loglog(ks, predicted, "s--", label="evflow simulate")
@@ -133,8 +142,8 @@ def figures(quick: bool) -> None:
     ax1.set_ylabel("throughput [events/s]")
     ax1.legend(fontsize=8)
     ax1.grid(True, which="both", alpha=0.3)
-    ax2.semilogx(ks, [m / k for m, k in zip(measured, ks)], "o-", label="measured")
-    ax2.semilogx(ks, [p / k for p, k in zip(predicted, ks)], "s--", label="simulated")
+    ax2.semilogx(ks, [m / k for m, k in zip(measured, ks, strict=False)], "o-", label="measured")
+    ax2.semilogx(ks, [p / k for p, k in zip(predicted, ks, strict=False)], "s--", label="simulated")
     ax2.set_xlabel("events in flight")
     ax2.set_ylabel("steady throughput per event in flight [events/s]")
     ax2.set_ylim(bottom=0)
@@ -147,11 +156,33 @@ def figures(quick: bool) -> None:
 
     # Figure 2: modules running at once during one event, from a trace.
     trace = OUT / "event-trace.json"
-    subprocess.run([str(EVFLOW), "run", str(hip), "--events", "3", "--time-scale", "0.1", "--work", "sleep",
-                    "--threads", "64", "--events-in-flight", "1", "--quiet", "--trace", str(trace)], check=True)
+    subprocess.run(
+        [
+            str(EVFLOW),
+            "run",
+            str(hip),
+            "--events",
+            "3",
+            "--time-scale",
+            "0.1",
+            "--work",
+            "sleep",
+            "--threads",
+            "64",
+            "--events-in-flight",
+            "1",
+            "--quiet",
+            "--trace",
+            str(trace),
+        ],
+        check=True,
+    )
     csv = OUT / "profile.csv"
-    subprocess.run([str(EVFLOW), "report", str(trace), "--event", "2", "--profile-csv", str(csv)],
-                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [str(EVFLOW), "report", str(trace), "--event", "2", "--profile-csv", str(csv)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     times, running = [], []
     for line in csv.read_text().splitlines()[1:]:
         t, n = line.split(",")
@@ -170,12 +201,16 @@ def figures(quick: bool) -> None:
     # Figure 3: predicted throughput against cores, with the analytic bounds.
     cores = [1, 2, 4, 8, 16, 32, 64, 128, 256]
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
-    for ax, (name, config) in zip(axes, CONFIGS.items()):
+    for ax, (name, config) in zip(axes, CONFIGS.items(), strict=False):
         pred, work_b, cp_b, res_b = [], [], [], []
         for c in cores:
             events = max(400, 10 * c) // (2 if quick else 1)
-            sim, _ = evflow("simulate", config, ["--events", str(events), "--cores", str(c),
-                                                 "--events-in-flight", str(c)], f"fig3-{name}-{c}")
+            sim, _ = evflow(
+                "simulate",
+                config,
+                ["--events", str(events), "--cores", str(c), "--events-in-flight", str(c)],
+                f"fig3-{name}-{c}",
+            )
             pred.append(rate(sim["report"]))
             b = sim["bounds"]
             work_b.append(b["work_bound_ev_s"])
@@ -198,7 +233,9 @@ def figures(quick: bool) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("what", choices=["validate", "figures", "all"])
     parser.add_argument("--quick", action="store_true", help="fewer events (noisier)")
     args = parser.parse_args()
