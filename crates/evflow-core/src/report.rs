@@ -176,13 +176,34 @@ impl Report {
                 dur: s.duration_us,
                 pid: 1,
                 tid: s.thread,
-                args: s.event.map(|e| ChromeArgs {
+                args: s.event.map(|e| ChromeArgs::Event {
                     run: e.run,
                     lumi: e.lumi,
                     event: e.event,
                 }),
             })
-            .collect();
+            .collect::<Vec<_>>();
+        // Name the tracks: worker threads, and the external-work waits of
+        // each event slot (tracks from 1000 on).
+        let tracks: std::collections::BTreeSet<usize> =
+            trace_events.iter().map(|e| e.tid).collect();
+        let names = tracks.into_iter().map(|tid| ChromeEvent {
+            name: "thread_name".into(),
+            cat: "__metadata",
+            ph: "M",
+            ts: 0.0,
+            dur: 0.0,
+            pid: 1,
+            tid,
+            args: Some(ChromeArgs::Name {
+                name: if tid >= 1000 {
+                    format!("external work, event slot {}", tid - 1000)
+                } else {
+                    format!("worker {tid}")
+                },
+            }),
+        });
+        let trace_events = names.chain(trace_events).collect();
         ChromeTrace {
             trace_events,
             display_time_unit: "ms",
@@ -212,10 +233,12 @@ pub struct ChromeEvent {
 }
 
 #[derive(Serialize)]
-pub struct ChromeArgs {
-    pub run: u32,
-    pub lumi: u32,
-    pub event: u64,
+#[serde(untagged)]
+pub enum ChromeArgs {
+    /// The event a slice belongs to.
+    Event { run: u32, lumi: u32, event: u64 },
+    /// A track's name (metadata).
+    Name { name: String },
 }
 
 pub(crate) fn transition_name(t: &Transition) -> String {
