@@ -1,11 +1,23 @@
-//! Native Parquet input: a reader thread decodes record batches (decompression
-//! and page decoding, the expensive part) with no GIL, `prefetch` batches
-//! ahead; the engine's source then copies the decoded buffers into Python
-//! `bytearray`s and lets Python wrap them as awkward arrays.
+//! Native Parquet input: decode workers (decompression and page decoding,
+//! the expensive part) run with no GIL, each on whole row groups, several
+//! batches ahead of the engine; the engine's source then copies the decoded
+//! buffers into Python `bytearray`s and lets Python wrap them as awkward
+//! arrays, in file order.
+//!
+//! **Reading balanced against processing.** How many workers decode at once
+//! and how many batches may be decoded ahead (the *depth*: decoded or being
+//! decoded, not yet taken by the engine) are set at run time: at checkpoints
+//! (every `interval` batches taken) the source hands its measurements (time
+//! the engine waited for input, time workers spent decoding and blocked
+//! because the depth was reached, bytes per batch) to a Python *balancer*
+//! (`build.evflow_reading`, see `evflow.source.ReadBalancer`), which returns
+//! the next `(workers, depth, interval)`. Without a balancer the reader uses
+//! one worker and `prefetch + 1` batches of depth.
 
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
-use std::sync::Arc;
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
@@ -16,7 +28,9 @@ use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::DataType;
 use evflow_core::{EventId, ModuleError, Source, SourceProducts};
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyDict, PyList, PyTuple};
@@ -28,22 +42,103 @@ pub(crate) struct ParquetSpec {
     pub files: Vec<String>,
     pub columns: Vec<String>,
     pub step_size: usize,
-    /// `build(file_index, entry_start, entry_stop, columns) -> BatchData`.
+    /// `build(file_index, entry_start, entry_stop, columns) -> BatchData`;
+    /// its optional attribute `evflow_reading` is the balancer.
     pub build: Py<PyAny>,
     pub prefetch: usize,
     /// Stop after this many events in total.
     pub entry_stop: Option<u64>,
 }
 
-/// One decoded batch, or the error that ended reading.
-type Chunk = Result<(usize, u64, RecordBatch), String>;
+/// A piece of work for a decode worker: consecutive row groups of one file
+/// (at most `step_size` rows together, or one larger row group, which the
+/// reader cuts into batches of `step_size`), and the rows to keep.
+#[derive(Clone, Debug)]
+struct Unit {
+    file: usize,
+    row_groups: Vec<usize>,
+    /// Entry (in the file) of the unit's first row.
+    entry: u64,
+    /// Rows of the unit to deliver (fewer than it holds at the event limit).
+    rows: u64,
+}
+
+/// What a worker made of a unit: its batches, or the error that ends reading.
+type Decoded = Result<Vec<RecordBatch>, String>;
+
+/// Reading settings and measurements, shared by the engine's source (the
+/// consumer) and the decode workers.
+#[derive(Default)]
+struct State {
+    /// Next unit a worker may claim.
+    next_claim: usize,
+    /// Next unit the consumer takes.
+    next_deliver: usize,
+    ready: HashMap<usize, (Decoded, usize)>,
+    /// Workers decoding now.
+    decoding: usize,
+    /// Workers allowed to decode at once.
+    workers: usize,
+    /// Units decoded or being decoded ahead of the consumer, at most.
+    depth: usize,
+    stop: bool,
+    // Measurements since the last checkpoint.
+    decode_s: f64,
+    ahead_s: f64,
+    /// Workers blocked by the depth limit right now, and since when.
+    ahead_since: Option<Instant>,
+    ahead_count: usize,
+}
+
+struct Pipeline {
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+impl Pipeline {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Folds the time the `ahead_count` blocked workers have waited so far into
+/// `ahead_s` (called whenever that count changes, and at checkpoints).
+fn settle_ahead(st: &mut State) {
+    let now = Instant::now();
+    if let Some(since) = st.ahead_since {
+        // Only the workers allowed to decode count (at most `workers`).
+        let blocked = st.ahead_count.min(st.workers);
+        st.ahead_s += now.duration_since(since).as_secs_f64() * blocked as f64;
+    }
+    st.ahead_since = Some(now);
+}
+
+/// Per-checkpoint figures of the consumer side.
+#[derive(Default)]
+struct Interval {
+    started: Option<Instant>,
+    batches: u64,
+    events: u64,
+    wait_s: f64,
+    build_s: f64,
+    bytes: u64,
+}
 
 pub(crate) struct ParquetSource {
     spec: ParquetSpec,
     shared: Arc<Shared>,
-    rx: Option<Receiver<Chunk>>,
+    pipeline: Option<Arc<Pipeline>>,
+    units: Vec<Unit>,
+    /// Batches of the unit being handed out, and where they start.
+    current: VecDeque<RecordBatch>,
+    current_unit: Option<Unit>,
+    current_entry: u64,
     next_index: u64,
     finished: bool,
+    balancer: Option<Py<PyAny>>,
+    interval_batches: u64,
+    interval: Interval,
+    checkpoints: u64,
 }
 
 impl ParquetSource {
@@ -51,80 +146,195 @@ impl ParquetSource {
         Self {
             spec,
             shared,
-            rx: None,
+            pipeline: None,
+            units: Vec::new(),
+            current: VecDeque::new(),
+            current_unit: None,
+            current_entry: 0,
             next_index: 0,
             finished: false,
+            balancer: None,
+            interval_batches: u64::MAX,
+            interval: Interval::default(),
+            checkpoints: 0,
         }
     }
 
-    fn start(&mut self) {
-        let (tx, rx) = sync_channel(self.spec.prefetch);
-        let files = self.spec.files.clone();
-        let columns = self.spec.columns.clone();
-        let step = self.spec.step_size;
-        let stop = self.spec.entry_stop;
-        std::thread::Builder::new()
-            .name("evflow-parquet".into())
-            .spawn(move || read_all(files, columns, step, stop, tx))
-            .expect("cannot start the Parquet reader thread");
-        self.rx = Some(rx);
-    }
-}
-
-fn read_all(
-    files: Vec<String>,
-    columns: Vec<String>,
-    step: usize,
-    stop: Option<u64>,
-    tx: SyncSender<Chunk>,
-) {
-    let mut total = 0u64;
-    for (fi, path) in files.iter().enumerate() {
-        let reader = open(path, &columns, step);
-        let reader = match reader {
-            Ok(r) => r,
-            Err(e) => {
-                let _ = tx.send(Err(e));
-                return;
+    /// Plans the units, asks the balancer for the first settings and
+    /// starts the workers.
+    fn start(&mut self) -> Result<(), String> {
+        let mut metas = Vec::with_capacity(self.spec.files.len());
+        for path in &self.spec.files {
+            metas.push(load_metadata(path, &self.spec.columns)?);
+        }
+        self.units = plan_units(&metas, self.spec.step_size, self.spec.entry_stop);
+        let mut workers = 1usize;
+        let mut depth = self.spec.prefetch + 1;
+        let mut max_workers = 1usize;
+        let initial = Python::attach(|py| -> PyResult<_> {
+            let build = self.spec.build.bind(py);
+            if !build.hasattr("evflow_reading")? {
+                return Ok(None);
             }
+            let balancer = build.getattr("evflow_reading")?;
+            if balancer.is_none() {
+                return Ok(None);
+            }
+            let first: (usize, usize, u64, usize) = balancer
+                .call_method1("start", (self.units.len(),))?
+                .extract()?;
+            Ok(Some((balancer.unbind(), first)))
+        })
+        .map_err(|e| format!("the Parquet reading balancer failed: {e}"))?;
+        if let Some((balancer, (w, d, interval, max_w))) = initial {
+            workers = w.max(1);
+            depth = d.max(1);
+            self.interval_batches = interval.max(1);
+            max_workers = max_w.max(workers);
+            self.balancer = Some(balancer);
+        }
+        let pipeline = Arc::new(Pipeline {
+            state: Mutex::new(State {
+                workers,
+                depth,
+                ..State::default()
+            }),
+            changed: Condvar::new(),
+        });
+        let units = Arc::new(self.units.clone());
+        let metas = Arc::new(metas);
+        let spawn = max_workers.min(self.units.len()).max(1);
+        for i in 0..spawn {
+            let (p, u, m) = (pipeline.clone(), units.clone(), metas.clone());
+            let files = self.spec.files.clone();
+            let step = self.spec.step_size;
+            std::thread::Builder::new()
+                .name(format!("evflow-parquet-{i}"))
+                .spawn(move || worker(&p, &u, &m, &files, step))
+                .map_err(|e| format!("cannot start a Parquet decode worker: {e}"))?;
+        }
+        self.pipeline = Some(pipeline);
+        self.interval.started = Some(Instant::now());
+        Ok(())
+    }
+
+    /// The next decoded batch and where it starts, waiting (without the GIL)
+    /// for the workers if needed; `None` at the end.
+    fn next_decoded(&mut self) -> Result<Option<(usize, u64, RecordBatch)>, String> {
+        loop {
+            if let Some(batch) = self.current.pop_front() {
+                let unit = self.current_unit.as_ref().expect("a current unit");
+                let start = self.current_entry;
+                self.current_entry += batch.num_rows() as u64;
+                return Ok(Some((unit.file, start, batch)));
+            }
+            let pipeline = self.pipeline.as_ref().expect("started").clone();
+            let mut st = pipeline.lock();
+            if st.next_deliver >= self.units.len() {
+                return Ok(None);
+            }
+            let want = st.next_deliver;
+            let waited = Instant::now();
+            while !st.ready.contains_key(&want) {
+                st = pipeline
+                    .changed
+                    .wait_timeout(st, Duration::from_millis(100))
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+                if self
+                    .shared
+                    .cancel
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                {
+                    return Err("cancelled".into());
+                }
+            }
+            self.interval.wait_s += waited.elapsed().as_secs_f64();
+            let (decoded, bytes) = st.ready.remove(&want).expect("ready");
+            st.next_deliver += 1;
+            drop(st);
+            pipeline.changed.notify_all();
+            self.interval.bytes += bytes as u64;
+            let unit = self.units[want].clone();
+            self.current_entry = unit.entry;
+            self.current = decoded?.into();
+            self.current_unit = Some(unit);
+        }
+    }
+
+    /// Hands the interval's measurements to the balancer and applies its
+    /// answer (called with the GIL, every `interval_batches` batches).
+    fn checkpoint(&mut self, py: Python<'_>) -> PyResult<()> {
+        let Some(balancer) = &self.balancer else {
+            return Ok(());
         };
-        let mut entry = 0u64;
-        for batch in reader {
-            let mut batch = match batch {
-                Ok(b) => b,
-                Err(e) => {
-                    let _ = tx.send(Err(format!("file '{path}', entries from {entry}: {e}")));
-                    return;
-                }
-            };
-            if let Some(stop) = stop {
-                let left = stop.saturating_sub(total);
-                if left == 0 {
-                    return;
-                }
-                if (batch.num_rows() as u64) > left {
-                    batch = batch.slice(0, left as usize);
-                }
-            }
-            let n = batch.num_rows() as u64;
-            if tx.send(Ok((fi, entry, batch))).is_err() {
-                return; // the job ended
-            }
-            entry += n;
-            total += n;
+        let pipeline = self.pipeline.as_ref().expect("started").clone();
+        let (decode_s, ahead_s, workers, depth, ready) = {
+            let mut st = pipeline.lock();
+            settle_ahead(&mut st);
+            let out = (
+                st.decode_s,
+                st.ahead_s,
+                st.workers,
+                st.depth,
+                st.ready.len(),
+            );
+            st.decode_s = 0.0;
+            st.ahead_s = 0.0;
+            out
+        };
+        let iv = std::mem::take(&mut self.interval);
+        let wall = iv.started.map_or(0.0, |t| t.elapsed().as_secs_f64());
+        self.checkpoints += 1;
+        let d = PyDict::new(py);
+        d.set_item("checkpoint", self.checkpoints)?;
+        d.set_item("batches", iv.batches)?;
+        d.set_item("events", iv.events)?;
+        d.set_item("wall_s", wall)?;
+        d.set_item("wait_s", iv.wait_s)?;
+        d.set_item("build_s", iv.build_s)?;
+        d.set_item("decode_s", decode_s)?;
+        d.set_item("ahead_s", ahead_s)?;
+        d.set_item("bytes", iv.bytes)?;
+        d.set_item("workers", workers)?;
+        d.set_item("depth", depth)?;
+        d.set_item("ready", ready)?;
+        d.set_item("batches_total", self.next_index)?;
+        let (w, dp, interval): (usize, usize, u64) = balancer
+            .bind(py)
+            .call_method1("checkpoint", (d,))?
+            .extract()?;
+        {
+            let mut st = pipeline.lock();
+            st.workers = w.max(1);
+            st.depth = dp.max(1);
+        }
+        pipeline.changed.notify_all();
+        self.interval_batches = interval.max(1);
+        self.interval.started = Some(Instant::now());
+        Ok(())
+    }
+}
+
+impl Drop for ParquetSource {
+    fn drop(&mut self) {
+        if let Some(p) = &self.pipeline {
+            p.lock().stop = true;
+            p.changed.notify_all();
         }
     }
 }
 
-fn open(
-    path: &str,
-    columns: &[String],
-    step: usize,
-) -> Result<parquet::arrow::arrow_reader::ParquetRecordBatchReader, String> {
+struct FileMeta {
+    metadata: ArrowReaderMetadata,
+    mask: ProjectionMask,
+}
+
+fn load_metadata(path: &str, columns: &[String]) -> Result<FileMeta, String> {
     let file = File::open(path).map_err(|e| format!("cannot open Parquet file '{path}': {e}"))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+    let metadata = ArrowReaderMetadata::load(&file, ArrowReaderOptions::default())
         .map_err(|e| format!("file '{path}' is not readable Parquet: {e}"))?;
-    let fields = builder.schema().fields().clone();
+    let fields = metadata.schema().fields().clone();
     let mut roots = Vec::with_capacity(columns.len());
     for c in columns {
         match fields.iter().position(|f| f.name() == c) {
@@ -132,15 +342,205 @@ fn open(
             None => return Err(format!("file '{path}' has no column '{c}'")),
         }
     }
-    let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
-    builder
-        .with_projection(mask)
-        .with_batch_size(step)
-        .build()
-        .map_err(|e| format!("file '{path}': {e}"))
+    let mask = ProjectionMask::roots(metadata.metadata().file_metadata().schema_descr(), roots);
+    Ok(FileMeta { metadata, mask })
 }
 
-/// `("flat", dtype, bytes)` or `("list", offsets_dtype, offsets, content)`.
+/// Cuts the files into units: consecutive row groups of at most `step` rows
+/// together (a larger row group alone), up to `stop` events in total. The
+/// same files and step give the same units, whatever the number of workers.
+fn plan_units(metas: &[FileMeta], step: usize, stop: Option<u64>) -> Vec<Unit> {
+    let step = step as u64;
+    let mut units = Vec::new();
+    let mut total = 0u64;
+    'files: for (fi, meta) in metas.iter().enumerate() {
+        let mut entry = 0u64;
+        let mut open: Option<Unit> = None;
+        for (rg, group) in meta.metadata.metadata().row_groups().iter().enumerate() {
+            let rows = group.num_rows().max(0) as u64;
+            if rows == 0 {
+                continue;
+            }
+            let left = stop.map_or(u64::MAX, |s| s.saturating_sub(total));
+            if left == 0 {
+                break;
+            }
+            let take = rows.min(left);
+            match &mut open {
+                Some(u) if u.rows + rows <= step && take == rows => {
+                    u.row_groups.push(rg);
+                    u.rows += rows;
+                }
+                _ => {
+                    if let Some(u) = open.take() {
+                        units.push(u);
+                    }
+                    open = Some(Unit {
+                        file: fi,
+                        row_groups: vec![rg],
+                        entry,
+                        rows: take,
+                    });
+                }
+            }
+            entry += rows;
+            total += take;
+            if take < rows {
+                if let Some(u) = open.take() {
+                    units.push(u);
+                }
+                break 'files;
+            }
+        }
+        if let Some(u) = open.take() {
+            units.push(u);
+        }
+    }
+    units
+}
+
+fn decode(meta: &FileMeta, path: &str, unit: &Unit, step: usize) -> Decoded {
+    let file = File::open(path).map_err(|e| format!("cannot open Parquet file '{path}': {e}"))?;
+    let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta.metadata.clone())
+        .with_projection(meta.mask.clone())
+        .with_row_groups(unit.row_groups.clone())
+        .with_batch_size(step)
+        .build()
+        .map_err(|e| format!("file '{path}': {e}"))?;
+    let mut out = Vec::new();
+    let mut left = unit.rows;
+    let mut entry = unit.entry;
+    for batch in reader {
+        let mut batch = batch.map_err(|e| format!("file '{path}', entries from {entry}: {e}"))?;
+        if left == 0 {
+            break;
+        }
+        if batch.num_rows() as u64 > left {
+            batch = batch.slice(0, left as usize);
+        }
+        left -= batch.num_rows() as u64;
+        entry += batch.num_rows() as u64;
+        out.push(batch);
+    }
+    Ok(out)
+}
+
+/// A decode worker: claims the next unit when fewer than `workers` decode
+/// and the unit is within `depth` of the consumer, decodes it without any
+/// lock, and files the result.
+fn worker(p: &Pipeline, units: &[Unit], metas: &[FileMeta], files: &[String], step: usize) {
+    let mut st = p.lock();
+    loop {
+        if st.stop || st.next_claim >= units.len() {
+            return;
+        }
+        let u = st.next_claim;
+        // Within the depth; and nothing is read ahead of the first batch
+        // before the engine took it (the job starts as a sequential reader
+        // would: the first batch's modules run before the second is read).
+        let within = u < st.next_deliver + st.depth && (u == 0 || st.next_deliver > 0);
+        if st.decoding < st.workers && within {
+            st.next_claim += 1;
+            st.decoding += 1;
+            drop(st);
+            let unit = &units[u];
+            let t0 = Instant::now();
+            let decoded = decode(&metas[unit.file], &files[unit.file], unit, step);
+            let took = t0.elapsed().as_secs_f64();
+            let bytes = match &decoded {
+                Ok(b) => b.iter().map(RecordBatch::get_array_memory_size).sum(),
+                Err(_) => 0,
+            };
+            st = p.lock();
+            st.decoding -= 1;
+            st.decode_s += took;
+            st.ready.insert(u, (decoded, bytes));
+            p.changed.notify_all();
+            continue;
+        }
+        // Blocked by the depth (the engine is behind) or by the number of workers.
+        let blocked_ahead = !within && st.decoding < st.workers;
+        if blocked_ahead {
+            settle_ahead(&mut st);
+            st.ahead_count += 1;
+        }
+        st = p
+            .changed
+            .wait_timeout(st, Duration::from_millis(200))
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
+        if blocked_ahead {
+            settle_ahead(&mut st);
+            st.ahead_count -= 1;
+        }
+    }
+}
+
+/// A read-only view of a decoded Arrow buffer, exposed through the buffer
+/// protocol: `numpy.frombuffer` wraps it without copying, and the view keeps
+/// the Arrow array (hence the buffer) alive as long as numpy needs it.
+#[pyclass(module = "evflow._evflow", frozen)]
+pub(crate) struct ArrowView {
+    _owner: ArrayRef,
+    addr: usize,
+    len: usize,
+}
+
+#[pymethods]
+impl ArrowView {
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut pyo3::ffi::Py_buffer,
+        flags: std::os::raw::c_int,
+    ) -> PyResult<()> {
+        if flags & pyo3::ffi::PyBUF_WRITABLE == pyo3::ffi::PyBUF_WRITABLE {
+            return Err(pyo3::exceptions::PyBufferError::new_err(
+                "decoded Parquet buffers are read-only",
+            ));
+        }
+        let me = slf.get();
+        // SAFETY: `view` is the Py_buffer CPython passes to this slot; the
+        // memory stays valid while the view object (owner of the Arrow
+        // array) is alive, which `PyBuffer_FillInfo` ensures by keeping a
+        // reference to it in `view.obj`.
+        let ret = unsafe {
+            pyo3::ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                me.addr as *mut std::os::raw::c_void,
+                me.len as pyo3::ffi::Py_ssize_t,
+                1,
+                flags,
+            )
+        };
+        if ret == -1 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        Ok(())
+    }
+
+    unsafe fn __releasebuffer__(&self, _view: *mut pyo3::ffi::Py_buffer) {}
+
+    fn __len__(&self) -> usize {
+        self.len
+    }
+}
+
+/// A zero-copy view of `bytes`, which belong to `owner`.
+fn view<'py>(py: Python<'py>, owner: &ArrayRef, bytes: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    Ok(Bound::new(
+        py,
+        ArrowView {
+            _owner: owner.clone(),
+            addr: bytes.as_ptr() as usize,
+            len: bytes.len(),
+        },
+    )?
+    .into_any())
+}
+
+/// `("flat", dtype, buffer)` or `("list", offsets_dtype, offsets, content)`:
+/// buffers are zero-copy views of the decoded Arrow arrays.
 fn to_python<'py>(py: Python<'py>, name: &str, array: &ArrayRef) -> PyResult<Bound<'py, PyTuple>> {
     if array.null_count() > 0 {
         return Err(pyo3::exceptions::PyValueError::new_err(format!(
@@ -151,13 +551,13 @@ fn to_python<'py>(py: Python<'py>, name: &str, array: &ArrayRef) -> PyResult<Bou
     macro_rules! flat {
         ($t:ty, $dtype:expr) => {{
             let values = array.as_primitive::<$t>().values();
-            let bytes = PyByteArray::new(py, values.inner().as_slice());
+            let bytes = view(py, array, values.inner().as_slice())?;
             PyTuple::new(
                 py,
                 [
                     $crate::parquet::s(py, "flat"),
                     $crate::parquet::s(py, $dtype),
-                    bytes.into_any(),
+                    bytes,
                 ],
             )
         }};
@@ -194,7 +594,7 @@ fn to_python<'py>(py: Python<'py>, name: &str, array: &ArrayRef) -> PyResult<Bou
                 [
                     s(py, "list"),
                     s(py, "<i4"),
-                    PyByteArray::new(py, offsets).into_any(),
+                    view(py, array, offsets)?,
                     content.into_any(),
                 ],
             )
@@ -208,7 +608,7 @@ fn to_python<'py>(py: Python<'py>, name: &str, array: &ArrayRef) -> PyResult<Bou
                 [
                     s(py, "list"),
                     s(py, "<i8"),
-                    PyByteArray::new(py, offsets).into_any(),
+                    view(py, array, offsets)?,
                     content.into_any(),
                 ],
             )
@@ -237,22 +637,35 @@ impl Source for ParquetSource {
         if self.finished {
             return Ok(None);
         }
-        if self.rx.is_none() {
-            self.start();
+        if self.pipeline.is_none()
+            && let Err(e) = self.start()
+        {
+            self.finished = true;
+            return Err(ModuleError::msg(e));
         }
-        // Waiting for the reader thread holds no GIL.
-        let chunk = match self.rx.as_ref().expect("started").recv() {
-            Ok(c) => c,
-            Err(_) => {
+        // Waiting for the decode workers holds no GIL.
+        let (file, start, batch) = match self.next_decoded() {
+            Ok(Some(x)) => x,
+            Ok(None) => {
                 self.finished = true;
                 return Ok(None);
             }
+            Err(e) => {
+                self.finished = true;
+                self.shared.check_cancel()?;
+                return Err(ModuleError::msg(e));
+            }
         };
-        let (file, start, batch) = chunk.map_err(|e| {
-            self.finished = true;
-            ModuleError::msg(e)
-        })?;
         let index = self.next_index;
+        let t0 = Instant::now();
+        if index == 0 {
+            // Filling the pipeline is not starvation: measure from the first batch on.
+            self.interval = Interval {
+                started: Some(t0),
+                bytes: self.interval.bytes,
+                ..Interval::default()
+            };
+        }
         let made = Python::attach(|py| -> PyResult<_> {
             let cols = PyList::empty(py);
             for (field, array) in batch.schema().fields().iter().zip(batch.columns()) {
@@ -260,7 +673,15 @@ impl Source for ParquetSource {
             }
             let stop = start + batch.num_rows() as u64;
             let data = self.spec.build.bind(py).call1((file, start, stop, cols))?;
-            make_batch(data, index, &self.shared)
+            let made = make_batch(data, index, &self.shared)?;
+            self.interval.build_s += t0.elapsed().as_secs_f64();
+            self.interval.batches += 1;
+            self.interval.events += batch.num_rows() as u64;
+            self.next_index += 1;
+            if self.interval.batches >= self.interval_batches {
+                self.checkpoint(py)?;
+            }
+            Ok(made)
         });
         let (b, id) = match made {
             Ok(x) => x,
@@ -272,7 +693,6 @@ impl Source for ParquetSource {
                 )));
             }
         };
-        self.next_index += 1;
         products.put("batch", b);
         Ok(Some(id))
     }
