@@ -2,13 +2,16 @@
 //! `hepframe`, each a [`Planner`](crate::schedule::Planner).
 //!
 //! * `fixed`: the written order.
-//! * `adaptive`: measures each step's cost per visited event and the joint
-//!   pass distribution of the path's steps on a small, cost-budgeted sample
-//!   of events that run every step; at checkpoints whose interval doubles
-//!   while the order is stable, it chooses the order of least expected cost
-//!   (exact dynamic programming over the feasible prefix sets, A-Greedy when
-//!   that is too large). Regular events check the predictions continuously;
-//!   a significant change (drift) restarts sampling.
+//! * `adaptive`: measures each step's cost per visited event, where every
+//!   event stops along the order in force, and the joint pass distribution
+//!   of the path's steps on a small, cost-budgeted sample of events that go
+//!   on after a rejection (through the cheap steps always, the expensive
+//!   ones rarely), post-stratified on where events stop; at checkpoints
+//!   whose interval doubles while the order is stable, it chooses the order
+//!   of least expected cost (exact dynamic programming over the feasible
+//!   prefix sets, A-Greedy when that is too large). The stop counts are
+//!   tested for changes continuously; a significant change (drift) restarts
+//!   learning.
 //! * `hepframe`: HEP-Frame's published heuristic, as a baseline: the levels
 //!   of the constraint DAG one after the other (a barrier between levels),
 //!   each level ordered by `0.7 × pass fraction + 0.3 × normalised time`
@@ -94,13 +97,18 @@ impl FromStr for Policy {
 pub struct Tuning {
     /// Seed of the choice of sampled events (deterministic given the seed).
     pub seed: u64,
-    /// Events that run every step at the start (and after a drift) before
-    /// the first decision.
+    /// Length of the learning phase at the start and after a drift: every
+    /// event is sampled (expensive steps at their own, budgeted rate), and
+    /// decisions come after 1/32, 1/16, …, 1/2 and all of it.
     pub warmup_events: u64,
     /// Share of the expected cost that sampling may add (exploration
-    /// budget): the sampling rate is `budget × C / (C_all − C)`.
+    /// budget): cheap steps are sampled after a rejection at
+    /// `budget × C / Σ c_j P(rejected before j)` (half the budget when some
+    /// steps are expensive; each of those gets an equal share of the other
+    /// half). Halved once the order stays for 4 decisions, quartered after 8.
     pub sample_budget: f64,
-    /// Sampling never goes below this rate (never stop exploring).
+    /// Sampling never goes below this rate (never stop exploring); for an
+    /// expensive step, below this share of the expected cost.
     pub min_sample_rate: f64,
     /// Nor above this one after the warm-up.
     pub max_sample_rate: f64,
@@ -113,7 +121,8 @@ pub struct Tuning {
     /// Regular events per drift check.
     pub drift_block: u64,
     /// A new order must be expected to save this fraction to replace the
-    /// current one (hysteresis).
+    /// current one (hysteresis; more while there are few samples:
+    /// `0.2/√samples`).
     pub min_gain: f64,
     /// Exact dynamic programming up to this many feasible prefix sets;
     /// A-Greedy beyond.

@@ -173,98 +173,290 @@ pub fn best_order(
     joint: &Joint,
     max_states: usize,
 ) -> Option<DpResult> {
-    let n = costs.len();
-    if n == 0 {
-        return Some(DpResult {
-            order: Vec::new(),
-            cost: 0.0,
-            states: 1,
-        });
-    }
-    if n > 63 {
-        return None;
-    }
-    // Layers of ideals by size.
-    let mut layers: Vec<Vec<u64>> = vec![vec![0]];
-    let mut states = 1usize;
-    for _ in 0..n {
-        let prev = layers.last().expect("a layer");
-        let mut next = Vec::new();
-        for &a in prev {
-            for (j, &p) in preds.iter().enumerate() {
-                if a & 1 << j == 0 && p & !a == 0 {
-                    next.push(a | 1 << j);
+    let ideals = Ideals::new(preds, max_states)?;
+    let pass = ideals.pass_table(joint);
+    Some(ideals.best_order(costs, &pass))
+}
+
+/// The feasible prefix sets (order ideals) of a precedence DAG and the
+/// transitions between them, built once per path so that each decision
+/// only fills a pass table and runs the dynamic programme.
+#[derive(Clone, Debug)]
+pub struct Ideals {
+    n: usize,
+    /// Every ideal, layer by layer (by size), each layer sorted.
+    sets: Vec<u64>,
+    /// `sets[layer_start[k]..layer_start[k + 1]]`: the ideals of size `k`.
+    layer_start: Vec<usize>,
+    /// Transitions of ideal `i`: `edges[edge_start[i]..edge_start[i + 1]]`,
+    /// (step added, index of the successor ideal), by ascending step.
+    edge_start: Vec<u32>,
+    edges: Vec<(u8, u32)>,
+    /// Per ideal but the empty one: an ideal of the previous layer and the
+    /// step that extends it to this one.
+    parent: Vec<(u32, u8)>,
+}
+
+/// The incremental pass table keeps one bit set (over the distinct decision
+/// vectors) per ideal of two layers; beyond this many 64-bit words it scans.
+const MAX_BITSET_WORDS: usize = 1 << 22;
+
+impl Ideals {
+    /// `None` when there are more than `max_states` ideals, `n > 63`, or
+    /// the constraints have a cycle.
+    pub fn new(preds: &[u64], max_states: usize) -> Option<Self> {
+        let n = preds.len();
+        if n > 63 {
+            return None;
+        }
+        let mut sets = vec![0u64];
+        let mut layer_start = vec![0usize, 1];
+        for k in 0..n {
+            let (from, to) = (layer_start[k], layer_start[k + 1]);
+            let mut next = Vec::new();
+            for &a in &sets[from..to] {
+                for (j, &p) in preds.iter().enumerate() {
+                    if a & 1 << j == 0 && p & !a == 0 {
+                        next.push(a | 1 << j);
+                    }
+                }
+            }
+            next.sort_unstable();
+            next.dedup();
+            if next.is_empty() || sets.len() + next.len() > max_states {
+                // A cycle (no full ideal reachable), or too many states.
+                return None;
+            }
+            sets.extend(next);
+            layer_start.push(sets.len());
+        }
+        let mut edge_start = Vec::with_capacity(sets.len() + 1);
+        let mut edges = Vec::new();
+        for k in 0..=n {
+            for i in layer_start[k]..layer_start[k + 1] {
+                edge_start.push(edges.len() as u32);
+                if k == n {
+                    continue;
+                }
+                let a = sets[i];
+                let next = &sets[layer_start[k + 1]..layer_start[k + 2]];
+                for (j, &p) in preds.iter().enumerate() {
+                    if a & 1 << j == 0 && p & !a == 0 {
+                        let t = next
+                            .binary_search(&(a | 1 << j))
+                            .expect("a successor ideal is in the next layer");
+                        edges.push((j as u8, (layer_start[k + 1] + t) as u32));
+                    }
                 }
             }
         }
-        next.sort_unstable();
-        next.dedup();
-        states += next.len();
-        if states > max_states || next.is_empty() {
-            // Too many states, or a cycle (no full ideal reachable).
+        edge_start.push(edges.len() as u32);
+        let mut parent = vec![(u32::MAX, u8::MAX); sets.len()];
+        for i in 0..sets.len() {
+            for &(j, t) in &edges[edge_start[i] as usize..edge_start[i + 1] as usize] {
+                if parent[t as usize].0 == u32::MAX {
+                    parent[t as usize] = (i as u32, j);
+                }
+            }
+        }
+        Some(Self {
+            n,
+            sets,
+            layer_start,
+            edge_start,
+            edges,
+            parent,
+        })
+    }
+
+    /// Number of ideals (feasible prefix sets), the empty and full sets
+    /// included.
+    pub fn len(&self) -> usize {
+        self.sets.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sets.is_empty()
+    }
+
+    /// The ideals, layer by layer.
+    pub fn sets(&self) -> &[u64] {
+        &self.sets
+    }
+
+    /// Index of the ideal `set` (`None` when it is not one).
+    pub fn index_of(&self, set: u64) -> Option<usize> {
+        let k = set.count_ones() as usize;
+        if k > self.n {
             return None;
         }
-        layers.push(next);
+        let (from, to) = (self.layer_start[k], self.layer_start[k + 1]);
+        self.sets[from..to]
+            .binary_search(&set)
+            .ok()
+            .map(|i| from + i)
     }
-    // S[A] for every ideal: superset sums when cheaper than one scan each.
-    let dense = n <= 22 && (n << n) < states.saturating_mul(joint.distinct().max(1));
-    let table = dense.then(|| joint.superset_table(n));
-    let pass = |a: u64| match &table {
-        Some(t) => t[a as usize],
-        None => joint.pass_all(a),
-    };
-    // f[layer][i]: least cost of running ideal layers[k][i] first; choice:
-    // the step added last.
-    let mut f: Vec<Vec<f64>> = layers
-        .iter()
-        .map(|l| vec![f64::INFINITY; l.len()])
-        .collect();
-    let mut last: Vec<Vec<u8>> = layers.iter().map(|l| vec![u8::MAX; l.len()]).collect();
-    f[0][0] = 0.0;
-    for k in 0..n {
-        let (head, tail) = f.split_at_mut(k + 1);
-        let (cur, next) = (&head[k], &mut tail[0]);
-        for (i, &a) in layers[k].iter().enumerate() {
-            let base = cur[i];
+
+    /// `P̂(pass all of A)` for every ideal `A` (1 when `joint` is empty):
+    /// by superset sums over all `2^n` subsets when that is cheaper, else
+    /// incrementally along the layers, an ideal's weight being its parent's
+    /// minus that of the vectors failing the step that extends it (tracked
+    /// as bit sets over the distinct vectors), so that each vector is
+    /// visited about once per ideal where it first fails.
+    pub fn pass_table(&self, joint: &Joint) -> Vec<f64> {
+        let n = self.n;
+        if joint.total <= 0.0 {
+            return vec![1.0; self.sets.len()];
+        }
+        let distinct = joint.distinct().max(1);
+        if n <= 22 && (n << n) < self.sets.len().saturating_mul(distinct) {
+            let dense = joint.superset_table(n);
+            return self.sets.iter().map(|&a| dense[a as usize]).collect();
+        }
+        let words = distinct.div_ceil(64);
+        let widest = (0..=n)
+            .map(|k| self.layer_start[k + 1] - self.layer_start[k])
+            .max()
+            .unwrap_or(1);
+        let mut table = vec![0.0f64; self.sets.len()];
+        if widest.saturating_mul(words) > MAX_BITSET_WORDS {
+            // Too large for bit sets: one pass over the vectors per ideal.
+            for &(m, w) in &joint.masks {
+                let not_m = !m;
+                for (t, &a) in table.iter_mut().zip(&self.sets) {
+                    if a & not_m == 0 {
+                        *t += w;
+                    }
+                }
+            }
+        } else {
+            // Per step: the vectors in which it fails.
+            let mut fails = vec![0u64; n * words];
+            for (v, &(m, _)) in joint.masks.iter().enumerate() {
+                for j in 0..n {
+                    if m >> j & 1 == 0 {
+                        fails[j * words + v / 64] |= 1 << (v % 64);
+                    }
+                }
+            }
+            // Per ideal of the previous and current layers: the vectors
+            // failing some step of it.
+            let mut prev = vec![0u64; words];
+            let mut cur: Vec<u64> = Vec::new();
+            table[0] = joint.total;
+            for k in 0..n {
+                let (from, to) = (self.layer_start[k], self.layer_start[k + 1]);
+                let (next_from, next_to) = (to, self.layer_start[k + 2]);
+                cur.clear();
+                cur.resize((next_to - next_from) * words, 0);
+                for t in next_from..next_to {
+                    let (i, j) = self.parent[t];
+                    let (i, j) = (i as usize, j as usize);
+                    let base = &prev[(i - from) * words..(i - from + 1) * words];
+                    let step = &fails[j * words..(j + 1) * words];
+                    let out = &mut cur[(t - next_from) * words..(t - next_from + 1) * words];
+                    let mut lost = 0.0;
+                    for w in 0..words {
+                        let mut new = step[w] & !base[w];
+                        out[w] = base[w] | step[w];
+                        while new != 0 {
+                            let b = new.trailing_zeros() as usize;
+                            new &= new - 1;
+                            lost += joint.masks[w * 64 + b].1;
+                        }
+                    }
+                    table[t] = table[i] - lost;
+                }
+                std::mem::swap(&mut prev, &mut cur);
+            }
+        }
+        let total = joint.total;
+        for v in &mut table {
+            *v = (*v / total).clamp(0.0, 1.0);
+        }
+        table
+    }
+
+    /// `Π_{j ∈ A} q_j` for every ideal `A`: the pass table of independent
+    /// decisions with pass rates `q`.
+    pub fn independent_table(&self, q: &[f64]) -> Vec<f64> {
+        let mut table = vec![1.0f64; self.sets.len()];
+        for t in 1..self.sets.len() {
+            let (i, j) = self.parent[t];
+            table[t] = table[i as usize] * q[j as usize];
+        }
+        table
+    }
+
+    /// The exact optimum given a pass table (from [`pass_table`](Self::pass_table)
+    /// or any other estimate of `P(pass all of A)` per ideal). Ties are
+    /// broken towards the lower step index.
+    pub fn best_order(&self, costs: &[f64], pass: &[f64]) -> DpResult {
+        let n = self.n;
+        let states = self.sets.len();
+        if n == 0 {
+            return DpResult {
+                order: Vec::new(),
+                cost: 0.0,
+                states,
+            };
+        }
+        let mut f = vec![f64::INFINITY; states];
+        let mut last = vec![u8::MAX; states];
+        f[0] = 0.0;
+        for i in 0..self.layer_start[n] {
+            let base = f[i];
             if !base.is_finite() {
                 continue;
             }
-            let s = pass(a);
-            for (j, &p) in preds.iter().enumerate() {
-                if a & 1 << j != 0 || p & !a != 0 {
-                    continue;
-                }
-                let b = a | 1 << j;
-                let t = layers[k + 1]
-                    .binary_search(&b)
-                    .expect("a successor ideal is in the next layer");
-                let value = base + costs[j] * s;
+            let s = pass[i];
+            let (from, to) = (self.edge_start[i] as usize, self.edge_start[i + 1] as usize);
+            for &(j, t) in &self.edges[from..to] {
+                let t = t as usize;
+                let value = base + costs[j as usize] * s;
+                let current = f[t];
                 // Strictly better, or equal within rounding and an earlier step.
-                let better = value < next[t] - 1e-15 * next[t].abs().max(1e-30)
-                    || (value <= next[t] + 1e-15 * next[t].abs() && (j as u8) < last[k + 1][t]);
-                if better {
-                    next[t] = value;
-                    last[k + 1][t] = j as u8;
+                if value < current {
+                    if value < current - 1e-15 * current.abs().max(1e-30) || j < last[t] {
+                        f[t] = value;
+                        last[t] = j;
+                    }
+                } else if j < last[t] && value <= current + 1e-15 * current.abs() {
+                    f[t] = value;
+                    last[t] = j;
                 }
             }
         }
+        let full = states - 1;
+        let cost = f[full];
+        let mut order = Vec::with_capacity(n);
+        let mut a = self.sets[full];
+        for _ in 0..n {
+            let i = self.index_of(a).expect("an ideal on the path");
+            let j = last[i] as usize;
+            order.push(j);
+            a &= !(1 << j);
+        }
+        order.reverse();
+        DpResult {
+            order,
+            cost,
+            states,
+        }
     }
-    let full = layers[n][0];
-    let cost = f[n][0];
-    let mut order = Vec::with_capacity(n);
-    let mut a = full;
-    for k in (1..=n).rev() {
-        let i = layers[k].binary_search(&a).expect("an ideal on the path");
-        let j = last[k][i] as usize;
-        order.push(j);
-        a &= !(1 << j);
+
+    /// Expected cost per event of a sequential order (which must respect
+    /// the constraints) given a pass table.
+    pub fn order_cost(&self, costs: &[f64], pass: &[f64], order: &[usize]) -> f64 {
+        let mut done = 0u64;
+        let mut cost = 0.0;
+        for &j in order {
+            let s = self.index_of(done).map_or(0.0, |i| pass[i]);
+            cost += costs[j] * s;
+            done |= 1 << j;
+        }
+        cost
     }
-    order.reverse();
-    Some(DpResult {
-        order,
-        cost,
-        states,
-    })
 }
 
 /// A-Greedy (Babu et al., SIGMOD 2004), with precedence: repeatedly runs
@@ -566,6 +758,39 @@ mod tests {
             assert!(respects(&g, &preds));
             assert!(expected_cost_order(&costs, &g, &joint) >= bf - 1e-9);
         }
+    }
+
+    #[test]
+    fn incremental_pass_table_matches_a_scan() {
+        // 30 steps in three chains of ten: 11^3 ideals, too many steps for
+        // the dense table, so the incremental one runs.
+        let n = 30;
+        let preds: Vec<u64> = (0..n)
+            .map(|j| if j % 10 == 0 { 0 } else { 1u64 << (j - 1) })
+            .collect();
+        let ideals = Ideals::new(&preds, 1 << 20).unwrap();
+        assert_eq!(ideals.len(), 11 * 11 * 11);
+        let mut s = 3u64;
+        let masks: Vec<(u64, f64)> = (0..300)
+            .map(|_| {
+                // Mostly passing decisions, as in practice.
+                let fail = lcg(&mut s) & lcg(&mut s) & lcg(&mut s) & ((1 << n) - 1);
+                (!fail & ((1 << n) - 1), 1.0 + (lcg(&mut s) % 3) as f64)
+            })
+            .collect();
+        let joint = Joint::from_weighted(masks);
+        let table = ideals.pass_table(&joint);
+        for (i, &a) in ideals.sets().iter().enumerate() {
+            assert!((table[i] - joint.pass_all(a)).abs() < 1e-12, "ideal {a:b}");
+            assert_eq!(ideals.index_of(a), Some(i));
+        }
+        // The optimum from the table is the brute-force optimum's cost.
+        let costs: Vec<f64> = (0..n).map(|_| 1.0 + (lcg(&mut s) % 50) as f64).collect();
+        let dp = ideals.best_order(&costs, &table);
+        assert!(respects(&dp.order, &preds));
+        let recomputed = expected_cost_order(&costs, &dp.order, &joint);
+        assert!((recomputed - dp.cost).abs() < 1e-9 * dp.cost);
+        assert!((ideals.order_cost(&costs, &table, &dp.order) - dp.cost).abs() < 1e-9 * dp.cost);
     }
 
     #[test]

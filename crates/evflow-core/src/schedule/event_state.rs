@@ -204,11 +204,16 @@ impl EventState {
         out.counts.clear();
         let plan = &self.plans[p];
         let reached = (self.cursor[p] as usize + 1).min(plan.groups.len());
-        for group in &plan.groups[..reached] {
+        let mut rejected = false;
+        for (g, group) in plan.groups[..reached].iter().enumerate() {
+            if rejected && plan.skips_after_reject(g) {
+                continue;
+            }
             for &m in group {
                 if self.status[m] == Status::Done {
                     out.steps.push((m, self.passed[m]));
                     out.counts.push(None);
+                    rejected |= !self.passed[m];
                 }
             }
         }
@@ -229,6 +234,10 @@ impl EventState {
                 self.decide(graph, p, decision, ready);
                 return;
             };
+            if self.rejected_seen[p] && plan.skips_after_reject(g) {
+                self.cursor[p] += 1;
+                continue;
+            }
             let mut complete = true;
             for &m in group {
                 match self.status[m] {

@@ -171,14 +171,17 @@ impl Coordinator {
             let end_before = state.end_path_started();
             let mut ready = std::mem::take(&mut state.scratch);
             state.module_done(&self.graph, module, outcome, &mut ready);
+            // Before anything of the end path is dispatched: a module queued
+            // at the arbiter may be admitted, and run, by another thread at
+            // once.
+            if !end_before && state.end_path_started() {
+                obs.end_path_started(slot, state);
+            }
             // Admission takes the arbiter lock inside the event lock; the
             // reverse order never happens.
             self.dispatch(slot, &ready, out, obs);
             ready.clear();
             state.scratch = ready;
-            if !end_before && state.end_path_started() {
-                obs.end_path_started(slot, state);
-            }
             let finished = state.is_finished();
             if finished {
                 self.observe_paths(slot, state, obs);

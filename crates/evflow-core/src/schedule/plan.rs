@@ -12,10 +12,15 @@ use crate::graph::{Graph, ModuleIdx, PathIdx};
 /// concurrently on the event. The path is rejected by the first failing
 /// step, unless `evaluate_all` is set (a *sampled* event that measures every
 /// filter): then every step runs and the path is accepted when all pass.
+/// A sampled event may measure only some of the steps that follow a
+/// rejection: `skip_after_reject[g]` skips group `g` once a step of the path
+/// has rejected the event (the decision is made by then; a missing entry
+/// runs the group).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PathPlan {
     pub groups: Vec<Vec<ModuleIdx>>,
     pub evaluate_all: bool,
+    pub skip_after_reject: Vec<bool>,
 }
 
 impl PathPlan {
@@ -24,7 +29,12 @@ impl PathPlan {
         Self {
             groups: order.into_iter().map(|m| vec![m]).collect(),
             evaluate_all: false,
+            skip_after_reject: Vec::new(),
         }
+    }
+    /// Whether group `g` is skipped once a step has rejected the event.
+    pub fn skips_after_reject(&self, g: usize) -> bool {
+        self.evaluate_all && self.skip_after_reject.get(g).copied().unwrap_or(false)
     }
     /// The modules in execution order.
     pub fn order(&self) -> impl Iterator<Item = ModuleIdx> + '_ {
@@ -33,7 +43,8 @@ impl PathPlan {
 }
 
 /// What one event did on one path, in execution order: every step that
-/// ran for the path, with its decision.
+/// ran for the path, with its decision (steps of groups skipped after a
+/// rejection are left out even when another path ran them).
 #[derive(Clone, Debug, Default)]
 pub struct PathOutcome {
     pub steps: Vec<(ModuleIdx, bool)>,
