@@ -16,4 +16,4 @@ cargo build --release -p evflow-cli
 .venv/bin/python -m pip install --quiet .
 ./target/release/evflow run examples/configs/demo.toml --report target/demo-report.json "$@"
 echo "report written to target/demo-report.json"
-echo "Python package installed in .venv: . .venv/bin/activate && evflow run examples/zmumu.py"
+echo "Python package installed in .venv: . .venv/bin/activate && ./target/release/evflow run examples/zmumu.py"
