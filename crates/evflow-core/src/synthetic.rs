@@ -394,24 +394,22 @@ pub fn analyzer(label: &str, timing: Timing, consumes: &[&str]) -> ModuleDesc {
 
 /// Like [`analyzer`], also returning what it accumulates.
 pub fn analyzer_with_tally(label: &str, timing: Timing, consumes: &[&str]) -> (ModuleDesc, Tally) {
-    let tally = Tally::default();
-    let cost = timing.cost_model();
-    let module = Accumulator {
-        timing,
-        digest: tally.digest.clone(),
-        events: tally.events.clone(),
-    };
-    (
+    accumulating(timing, consumes, |module| {
         ModuleDesc::analyzer(label, module)
-            .consumes(consumes.iter().copied())
-            .cost_model(cost),
-        tally,
-    )
+    })
 }
 
 /// An output module that reads `consumes`, spends its time and tallies the
 /// events it receives (with their trigger results).
 pub fn output_with_tally(label: &str, timing: Timing, consumes: &[&str]) -> (ModuleDesc, Tally) {
+    accumulating(timing, consumes, |module| ModuleDesc::output(label, module))
+}
+
+fn accumulating(
+    timing: Timing,
+    consumes: &[&str],
+    describe: impl FnOnce(Accumulator) -> ModuleDesc,
+) -> (ModuleDesc, Tally) {
     let tally = Tally::default();
     let cost = timing.cost_model();
     let module = Accumulator {
@@ -419,12 +417,10 @@ pub fn output_with_tally(label: &str, timing: Timing, consumes: &[&str]) -> (Mod
         digest: tally.digest.clone(),
         events: tally.events.clone(),
     };
-    (
-        ModuleDesc::output(label, module)
-            .consumes(consumes.iter().copied())
-            .cost_model(cost),
-        tally,
-    )
+    let desc = describe(module)
+        .consumes(consumes.iter().copied())
+        .cost_model(cost);
+    (desc, tally)
 }
 
 /// The decision of a hash filter ([`filter`]) as a model: passes a fraction
