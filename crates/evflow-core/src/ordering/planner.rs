@@ -1398,7 +1398,10 @@ impl Planner for OrderingPlanner {
         // The planner's clock: events are observed in about the order of
         // their index.
         let n_obs = event_index + 1;
-        if d.policy == Policy::HepFrame {
+        let batch = outcome.counts.iter().any(Option::is_some);
+        if batch {
+            record_batch(d, outcome);
+        } else if d.policy == Policy::HepFrame {
             for &(m, pass) in &outcome.steps {
                 let i = d.pos_of[m] as usize;
                 d.reached[i].fetch_add(1, Relaxed);
@@ -1421,7 +1424,7 @@ impl Planner for OrderingPlanner {
                 break;
             }
         }
-        if consistent && (stop < n || outcome.steps.len() == n) {
+        if !batch && consistent && (stop < n || outcome.steps.len() == n) {
             d.stops.add(stop, 1);
         }
         if outcome.sampled {
@@ -1642,6 +1645,34 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     m.read().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A batch of events (a columnar analysis) whose steps narrowed it in the
+/// order in force: the events each step saw and rejected are stop counts of
+/// that order, and HEP-Frame's reached and passed counts. (A sampled batch
+/// still adds its batch-level pass vector to the samples: a step "passes" a
+/// batch when some event survives it.)
+fn record_batch(d: &Dyn, outcome: &PathOutcome) {
+    let n = d.steps.len();
+    let consistent = outcome
+        .steps
+        .iter()
+        .enumerate()
+        .all(|(k, &(m, _))| d.order_now.get(k).map(|o| o.load(Relaxed)) == Some(d.pos_of[m]));
+    for (k, &(m, _)) in outcome.steps.iter().enumerate() {
+        let (seen, passed) = outcome.step_counts(k);
+        if d.policy == Policy::HepFrame {
+            let i = d.pos_of[m] as usize;
+            d.reached[i].fetch_add(seen, Relaxed);
+            d.passed[i].fetch_add(passed, Relaxed);
+        }
+        if consistent {
+            d.stops.add(k, seen - passed);
+        }
+    }
+    if consistent && n > 0 && outcome.steps.len() == n {
+        d.stops.add(n, outcome.step_counts(n - 1).1);
+    }
 }
 
 #[cfg(test)]
