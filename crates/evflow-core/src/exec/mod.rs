@@ -217,7 +217,7 @@ impl Engine {
         let t0 = Instant::now();
         let mut products = SourceProducts::default();
         let result = {
-            let mut source = self.source.lock().unwrap_or_else(|p| p.into_inner());
+            let mut source = lock(&self.source);
             catch_unwind(AssertUnwindSafe(|| source.next_event(&mut products)))
                 .unwrap_or_else(|panic| Err(crate::ModuleError::msg(panic_message(&panic))))
                 .map_err(|e| format!("{}: {e}", source.describe()))
@@ -269,9 +269,7 @@ impl Engine {
                 return Err(format!("the source put product '{instance}' twice in {id}"));
             }
         }
-        *self.slot_data[slot]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(data));
+        *lock(&self.slot_data[slot]) = Some(Arc::new(data));
         Ok(())
     }
 
@@ -286,9 +284,7 @@ impl Engine {
         submit: &Arc<dyn Submit>,
         thread: usize,
     ) {
-        let data = self.slot_data[slot]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        let data = lock(&self.slot_data[slot])
             .clone()
             .expect("event data of a running slot");
         if self.coordinator.is_aborting() {
@@ -451,7 +447,7 @@ impl Engine {
         let label = self.graph.modules[module].label.clone();
         match self.policy {
             ErrorPolicy::SkipEvent => {
-                let mut failed = self.failed_events.lock().unwrap_or_else(|p| p.into_inner());
+                let mut failed = lock(&self.failed_events);
                 failed.push(FailedEvent {
                     run: id.run,
                     lumi: id.lumi,
@@ -474,7 +470,7 @@ impl Engine {
 
     fn fail_job(&self, error: JobError, out: &mut Vec<Task>) {
         {
-            let mut slot = self.job_error.lock().unwrap_or_else(|p| p.into_inner());
+            let mut slot = lock(&self.job_error);
             if slot.is_none() {
                 *slot = Some(error);
             }
@@ -563,12 +559,7 @@ impl Engine {
     }
 
     fn end_stall(&self, slot: usize, module: ModuleIdx, id: EventId, thread: usize) {
-        let Some(since) = self
-            .queued_at
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&(slot, module))
-        else {
+        let Some(since) = lock(&self.queued_at).remove(&(slot, module)) else {
             return;
         };
         let waited = since.elapsed();
@@ -583,7 +574,7 @@ impl Engine {
             since,
         );
         let node = &self.graph.modules[module];
-        let mut stalls = self.stalls.lock().unwrap_or_else(|p| p.into_inner());
+        let mut stalls = lock(&self.stalls);
         let waited_s = waited.as_secs_f64();
         if stalls.len() < STALLS_KEPT || stalls.last().is_some_and(|s| s.waited_s < waited_s) {
             let reason = if node.resources.is_empty() {
@@ -631,6 +622,7 @@ impl Engine {
         }
     }
 
+    /// A trace slice from `t0` to now.
     fn record_slice(
         &self,
         name: &str,
@@ -639,28 +631,13 @@ impl Engine {
         event: Option<EventId>,
         t0: Instant,
     ) {
-        if let Some(trace) = &self.trace {
-            let start_us = t0.duration_since(self.start).as_secs_f64() * 1e6;
-            let duration_us = t0.elapsed().as_secs_f64() * 1e6;
-            trace
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(TraceSlice {
-                    name: name.to_string(),
-                    category,
-                    thread,
-                    event,
-                    start_us,
-                    duration_us,
-                });
+        if self.trace.is_some() {
+            self.record_interval(name, category, thread, event, t0, Instant::now());
         }
     }
 
     pub(crate) fn take_job_error(&self) -> Option<JobError> {
-        self.job_error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
+        lock(&self.job_error).take()
     }
 
     pub(crate) fn report(&self, executor: &str, threads: usize, events_in_flight: usize) -> Report {
@@ -703,11 +680,7 @@ impl Engine {
                     .collect(),
             })
             .collect();
-        let mut failed_events = self
-            .failed_events
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let mut failed_events = lock(&self.failed_events).clone();
         failed_events.sort_by_key(|f| (f.run, f.lumi, f.event));
         Report {
             process: self.graph.process_name.clone(),
@@ -730,15 +703,11 @@ impl Engine {
             paths,
             failed_events,
             orderings: self.coordinator.planner().history(),
-            stalls: self
-                .stalls
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone(),
+            stalls: lock(&self.stalls).clone(),
             trace: self
                 .trace
                 .as_ref()
-                .map(|t| std::mem::take(&mut *t.lock().unwrap_or_else(|p| p.into_inner())))
+                .map(|t| std::mem::take(&mut *lock(t)))
                 .unwrap_or_default(),
         }
     }
@@ -752,17 +721,11 @@ impl Observer for Engine {
     }
 
     fn queued(&self, slot: usize, module: ModuleIdx) {
-        self.queued_at
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert((slot, module), Instant::now());
+        lock(&self.queued_at).insert((slot, module), Instant::now());
     }
 
     fn end_path_started(&self, slot: usize, state: &EventState) {
-        if let Some(data) = &*self.slot_data[slot]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-        {
+        if let Some(data) = &*lock(&self.slot_data[slot]) {
             let accepted = state
                 .path_status()
                 .iter()
@@ -775,10 +738,7 @@ impl Observer for Engine {
     }
 
     fn event_finished(&self, slot: usize, state: &EventState) {
-        let data = self.slot_data[slot]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        let data = lock(&self.slot_data[slot]).take();
         if state.failed() {
             return;
         }
