@@ -10,11 +10,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import _runtime as rt
+from ._modules import Analyzer, Filter, Producer
 from ._ordered import Ordered
+from ._progress import _Progress
 from .errors import ConfigurationError, EvflowError, JobError, ModuleError, SourceError
 
 if TYPE_CHECKING:
-    from ._process import Histogram, Process
+    from ._modules import Histogram
+    from ._process import Process
     from .output import ParquetOutput
     from .result import Result
 
@@ -55,7 +58,6 @@ class _Plan:
     accumulators."""
 
     def __init__(self, proc: Process) -> None:
-        from ._process import Analyzer, Filter, Producer
 
         self.proc = proc
         if proc.source is None:
@@ -314,7 +316,6 @@ def run_process(
     filter_order: str | None = None,
 ) -> Result:
     from . import _evflow
-    from ._process import _Progress
     from .cutflow import build
     from .result import Result
     from .source import ParquetSource

@@ -1,173 +1,32 @@
 """The process description: source, producers, filters, paths, analyzers,
-histograms and outputs, and how it becomes an engine job."""
+histograms and outputs; :meth:`Process.run` hands it to the job runner
+(``_job``)."""
 
 from __future__ import annotations
 
 import os
-import re
-import sys
-import threading
-import time
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, overload
 
-from .errors import (
-    ConfigurationError,
+from ._modules import (
+    Analyzer,
+    Concurrency,
+    F,
+    Filter,
+    Histogram,
+    Module,
+    Path,
+    Producer,
+    _check_label,
+    _names,
 )
+from .errors import ConfigurationError
 from .output import ParquetOutput
 from .source import Source
 
 if TYPE_CHECKING:
-    import hist as _hist
-
     from ._runtime import Events
     from .result import Result
-
-Concurrency = Literal["shared", "serial", "exclusive"]
-F = TypeVar("F", bound=Callable[..., Any])
-
-_LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
-
-
-def _check_label(label: str, what: str) -> str:
-    if not _LABEL.match(label):
-        raise ConfigurationError(
-            f"{what} name {label!r} is invalid: use letters, digits, '_', '.', '-' (not starting with a digit)"
-        )
-    return label
-
-
-def _names(items: Iterable[Any], what: str) -> list[str]:
-    if isinstance(items, str):
-        return [items]
-    out = []
-    for x in items:
-        if not isinstance(x, str):
-            raise ConfigurationError(f"{what} must be names (strings), got {x!r}")
-        out.append(x)
-    return out
-
-
-class Module:
-    """A Python module of the process (created by the decorators)."""
-
-    kind: str = ""
-
-    def __init__(
-        self,
-        fn: Callable[[Events], Any],
-        label: str,
-        consumes: Sequence[str],
-        concurrency: Concurrency,
-        resources: Sequence[str],
-    ) -> None:
-        if concurrency not in ("shared", "serial", "exclusive"):
-            raise ConfigurationError(
-                f"module '{label}': concurrency must be 'shared', 'serial' or 'exclusive', not {concurrency!r}"
-            )
-        if concurrency == "exclusive" and not resources:
-            resources = ["python"]
-        self.fn = fn
-        self.label = _check_label(label, "module")
-        self.consumes = _names(consumes, f"consumes of '{label}'")
-        self.concurrency: Concurrency = concurrency
-        self.resources = list(resources)
-        self.__doc__ = fn.__doc__
-        self.__wrapped__ = fn
-
-    def __call__(self, ev: Any) -> Any:
-        """Calls the function directly (for tests)."""
-        return self.fn(ev)
-
-    def __repr__(self) -> str:
-        return f"<{self.kind} '{self.label}' consumes={self.consumes}>"
-
-
-class Producer(Module):
-    kind = "producer"
-
-    def __init__(self, *args: Any, produces: Sequence[str], **kw: Any) -> None:
-        super().__init__(*args, **kw)
-        self.produces = _names(produces, f"produces of '{self.label}'")
-        if not self.produces:
-            raise ConfigurationError(f"producer '{self.label}' declares no product (produces=[...])")
-        for p in self.produces:
-            _check_label(p, f"product of '{self.label}'")
-
-
-class Filter(Module):
-    kind = "filter"
-
-
-class Analyzer(Module):
-    kind = "analyzer"
-
-    def __init__(self, *args: Any, after: Sequence[str] | None, **kw: Any) -> None:
-        super().__init__(*args, **kw)
-        self.after = None if after is None else _names(after, f"after of '{self.label}'")
-
-
-class Path:
-    """A named sequence of filters; the batch's selection narrows along it."""
-
-    def __init__(
-        self, name: str, filters: list[Filter], reorderable: bool, after: list[tuple[str, str]]
-    ) -> None:
-        self.name = name
-        self.filters = filters
-        self.reorderable = reorderable
-        self.after = after
-
-    def __repr__(self) -> str:
-        kind = "reorderable path" if self.reorderable else "path"
-        return f"<{kind} '{self.name}': {[f.label for f in self.filters]}>"
-
-
-class Histogram:
-    """A histogram filled per batch from a column (or a function of the
-    events) and merged in batch order."""
-
-    def __init__(
-        self,
-        name: str,
-        columns: list[str],
-        fill: Callable[[Events], Any] | None,
-        consumes: list[str],
-        hist: Any,
-        bins: int | None,
-        range: tuple[float, float] | None,
-        edges: Sequence[float] | None,
-        after: list[str] | None,
-        weight: str | bool | None,
-        label: str | None,
-    ) -> None:
-        self.name = name
-        self.columns = columns
-        self.fill = fill
-        self.consumes = consumes
-        self._template = hist
-        self.bins = bins
-        self.range = range
-        self.edges = edges
-        self.after = after
-        self.weight = weight
-        self.label = label
-
-    def template(self) -> _hist.Hist:
-        import hist
-
-        if self._template is not None:
-            h = self._template.copy()
-            h.reset()
-            return h
-        label = self.label or self.name
-        if self.edges is not None:
-            axis = hist.axis.Variable(list(self.edges), name=self.name, label=label)
-        else:
-            assert self.bins is not None and self.range is not None
-            axis = hist.axis.Regular(self.bins, self.range[0], self.range[1], name=self.name, label=label)
-        storage = hist.storage.Weight() if self.weight else hist.storage.Double()
-        return hist.Hist(axis, storage=storage, name=self.name, label=label)
 
 
 class Process:
@@ -446,31 +305,6 @@ class Process:
             trace=trace,
             filter_order=filter_order,
         )
-
-
-class _Progress:
-    """A one-line progress display on stderr."""
-
-    def __init__(self, total: int | None) -> None:
-        self.total = total
-        self.start = time.perf_counter()
-        self.lock = threading.Lock()
-
-    def __call__(self, batches: int, events: int) -> None:
-        dt = max(time.perf_counter() - self.start, 1e-9)
-        rate = events / dt
-        if self.total:
-            frac = min(events / self.total, 1.0)
-            bar = "#" * int(30 * frac)
-            text = f"\r[{bar:<30}] {frac:6.1%}  {events}/{self.total} events  {rate:,.0f} ev/s"
-        else:
-            text = f"\r{events} events  {batches} batches  {rate:,.0f} ev/s"
-        sys.stderr.write(text)
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        sys.stderr.write("\n")
-        sys.stderr.flush()
 
 
 __all__ = ["Analyzer", "Filter", "Histogram", "Module", "Path", "Process", "Producer"]

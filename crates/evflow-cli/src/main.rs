@@ -114,8 +114,8 @@ impl WorkloadArgs {
             events: self.events,
             time_scale: self.time_scale,
             work: self.work.map(|w| match w {
-                WorkArg::Busy => evflow_core::synthetic::Work::Busy,
-                WorkArg::Sleep => evflow_core::synthetic::Work::Sleep,
+                WorkArg::Busy => evflow_workloads::Work::Busy,
+                WorkArg::Sleep => evflow_workloads::Work::Sleep,
             }),
         };
         evflow_config::load_file(&self.config, &load).map_err(|e| e.to_string())

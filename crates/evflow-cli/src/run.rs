@@ -37,7 +37,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
                 ExecutorKind::Sequential => 1,
             });
     // Calibrate busy work before the clock starts, not inside the first module.
-    evflow_core::synthetic::busy_iterations_per_second();
+    evflow_workloads::busy_iterations_per_second();
     let progress = progress_bar(workload.quiet, loaded.events);
     let options = RunOptions {
         threads,

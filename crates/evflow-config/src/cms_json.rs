@@ -4,16 +4,17 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use evflow_core::synthetic::{self, Work};
 use evflow_core::{Concurrency, EmptySource, InputTag, ModuleDesc, Process};
+use evflow_workloads::{self as synthetic, Work};
 use serde::Deserialize;
 use serde::de::value::MapAccessDeserializer;
 use serde::de::{MapAccess, Visitor};
 use serde_json::{Map, Value};
 
 use crate::common;
+use crate::error::ConfigFileError;
 use crate::error::Origin;
-use crate::{ConfigFileError, LoadOptions, Loaded};
+use crate::options::{Format, LoadOptions, Loaded};
 
 /// Process name of a file without `process.label`.
 pub const DEFAULT_NAME: &str = "cms";
@@ -262,7 +263,7 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
         events_in_flight,
         threads: None,
         events,
-        format: crate::Format::CmsJson.name(),
+        format: Format::CmsJson.name(),
         ordering: evflow_core::ordering::OrderingOptions::default(),
     })
 }

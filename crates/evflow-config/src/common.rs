@@ -1,6 +1,6 @@
 //! Checks and helpers shared by both formats.
 
-use evflow_core::synthetic::{Timing, Work};
+use evflow_workloads::{Timing, Work};
 
 /// Longest time a module may take on one event, after `time_scale`: longer
 /// is certainly a mistake (and `Duration` could not hold much more).

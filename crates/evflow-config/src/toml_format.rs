@@ -1,22 +1,24 @@
 //! evflow's native TOML format (schema: `docs/configuration.md`).
 
 use std::ops::Range;
+use std::path::{Path, PathBuf};
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use evflow_core::ordering::{OrderingOptions, Policy};
-use evflow_core::synthetic::{self, Work};
 use evflow_core::{
     Concurrency, DecisionModel, EmptySource, ModuleDesc, ModuleKind, PathDesc, Process,
 };
+use evflow_workloads::{self as synthetic, Work};
 use serde::Deserialize;
 
-use crate::table::{Cut, Table};
+use evflow_workloads::table::{Cut, Table};
 
 use crate::common::{self, MAX_CLONES};
+use crate::error::ConfigFileError;
 use crate::error::Origin;
-use crate::{ConfigFileError, LoadOptions, Loaded};
+use crate::options::{Format, LoadOptions, Loaded};
 
 /// Events of a file that does not say.
 pub const DEFAULT_EVENTS: u64 = 100;
@@ -150,7 +152,7 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
                 return Err(at.setting("source.file", "applies only to type = \"table\""));
             }
             (Some("table"), Some(file)) => {
-                let path = crate::table::resolve(at.0, file);
+                let path = resolve_table(at.0, file);
                 let t = Table::read(&path).map_err(|m| at.setting("source.file", m))?;
                 table = Some(Arc::new(t));
             }
@@ -232,7 +234,7 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
         events_in_flight,
         threads,
         events,
-        format: crate::Format::Toml.name(),
+        format: Format::Toml.name(),
         ordering,
     })
 }
@@ -818,4 +820,17 @@ fn key_at(text: &str, offset: usize) -> Option<&str> {
         }
     }
     None
+}
+
+/// A table file named in a configuration: relative to the directory of the
+/// configuration file (`origin`).
+fn resolve_table(origin: &str, file: &str) -> PathBuf {
+    let path = Path::new(file);
+    if path.is_absolute() {
+        return path.to_path_buf();
+    }
+    match Path::new(origin).parent() {
+        Some(dir) => dir.join(path),
+        None => path.to_path_buf(),
+    }
 }

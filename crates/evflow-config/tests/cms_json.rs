@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use evflow_config::{ConfigFileError, Format, LoadOptions, Loaded, load_file, load_str};
-use evflow_core::synthetic::Work;
 use evflow_core::{Concurrency, RunOptions};
+use evflow_workloads::Work;
 
 /// `../shared/data/cms-reco` next to the workspace, if present.
 fn shared_dir() -> Option<PathBuf> {

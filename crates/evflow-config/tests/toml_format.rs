@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use evflow_config::{ConfigFileError, Format, LoadOptions, Loaded, load_file, load_str};
-use evflow_core::synthetic::Work;
 use evflow_core::{Concurrency, RunOptions};
+use evflow_workloads::Work;
 
 const ORIGIN: &str = "demo.toml";
 

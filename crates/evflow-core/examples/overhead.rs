@@ -1,8 +1,8 @@
 //! Scheduling overhead on a synthetic graph of zero-time modules:
 //! `cargo run --release -p evflow-core --example overhead -- [modules] [events] [threads] [in-flight]`.
 
-use evflow_core::synthetic::{self, Timing};
 use evflow_core::{EmptySource, ExecutorKind, Process, RunOptions};
+use evflow_workloads::{self as synthetic, Timing};
 
 fn main() {
     let args: Vec<u64> = std::env::args()

@@ -1,44 +1,9 @@
 //! Event identity and the per-event product store.
 
 use std::any::Any;
-use std::fmt;
 use std::sync::OnceLock;
 
-use serde::Serialize;
-
-/// Identifies one collision event: the run, the luminosity block inside the
-/// run, and the event number inside the run.
-///
-/// Ordering is lexicographic, as in CMSSW's `edm::EventID`.
-///
-/// ```
-/// use evflow_core::EventId;
-/// let id = EventId::new(1, 3, 42);
-/// assert_eq!(id.to_string(), "run 1, lumi 3, event 42");
-/// assert!(EventId::new(1, 3, 42) < EventId::new(2, 1, 1));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct EventId {
-    pub run: u32,
-    pub lumi: u32,
-    pub event: u64,
-}
-
-impl EventId {
-    pub const fn new(run: u32, lumi: u32, event: u64) -> Self {
-        Self { run, lumi, event }
-    }
-}
-
-impl fmt::Display for EventId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "run {}, lumi {}, event {}",
-            self.run, self.lumi, self.event
-        )
-    }
-}
+use crate::ids::EventId;
 
 /// A product value stored in an event. Products are written once and then
 /// shared read-only by every module that consumes them.
@@ -57,7 +22,7 @@ pub(crate) struct EventData {
     /// Sequence number of the event in the job (0-based, in source order).
     pub index: u64,
     pub products: Box<[OnceLock<StoredProduct>]>,
-    pub trigger_results: OnceLock<crate::TriggerResults>,
+    pub trigger_results: OnceLock<crate::trigger::TriggerResults>,
     /// Per module: events seen and passed, for modules that process a batch.
     pub step_counts: Box<[OnceLock<(u64, u64)>]>,
 }
@@ -130,7 +95,7 @@ impl<'a> Event<'a> {
 
     /// Reads the product named `tag` (`label` or `label:instance`), which the
     /// module must have declared in its consumes.
-    pub fn get<T: Any>(&self, tag: &str) -> Result<&'a T, crate::ModuleError> {
+    pub fn get<T: Any>(&self, tag: &str) -> Result<&'a T, crate::error::ModuleError> {
         let (label, instance) = tag.split_once(':').unwrap_or((tag, ""));
         let node = &self.graph.modules[self.module];
         let found = node.consumes.iter().position(|&p| {
@@ -139,7 +104,7 @@ impl<'a> Event<'a> {
         });
         match found {
             Some(i) => self.get_nth(i),
-            None => Err(crate::ModuleError::msg(format!(
+            None => Err(crate::error::ModuleError::msg(format!(
                 "module '{}' read product '{tag}', which it did not declare in its consumes",
                 node.label
             ))),
@@ -148,11 +113,11 @@ impl<'a> Event<'a> {
 
     /// Reads the `i`-th product of the module's consumes declaration (fast
     /// path for modules that read many products).
-    pub fn get_nth<T: Any>(&self, i: usize) -> Result<&'a T, crate::ModuleError> {
+    pub fn get_nth<T: Any>(&self, i: usize) -> Result<&'a T, crate::error::ModuleError> {
         let stored = self.get_nth_stored(i)?;
         let p = self.graph.modules[self.module].consumes[i];
         stored.value.downcast_ref::<T>().ok_or_else(|| {
-            crate::ModuleError::msg(format!(
+            crate::error::ModuleError::msg(format!(
                 "product '{}' has type {}, not the requested {}",
                 self.graph.products[p].tag,
                 stored.type_name,
@@ -163,7 +128,10 @@ impl<'a> Event<'a> {
 
     /// Like [`get_nth`](Self::get_nth) but returns `None` when the product
     /// has another type.
-    pub fn try_get_nth<T: Any>(&self, i: usize) -> Result<Option<&'a T>, crate::ModuleError> {
+    pub fn try_get_nth<T: Any>(
+        &self,
+        i: usize,
+    ) -> Result<Option<&'a T>, crate::error::ModuleError> {
         Ok(self.get_nth_stored(i)?.value.downcast_ref::<T>())
     }
 
@@ -185,14 +153,14 @@ impl<'a> Event<'a> {
         &self,
         instance: &str,
         value: T,
-    ) -> Result<(), crate::ModuleError> {
+    ) -> Result<(), crate::error::ModuleError> {
         let node = &self.graph.modules[self.module];
         let Some(&p) = node
             .produces
             .iter()
             .find(|&&p| same_name(&self.graph.products[p].tag.instance, instance))
         else {
-            return Err(crate::ModuleError::msg(format!(
+            return Err(crate::error::ModuleError::msg(format!(
                 "module '{}' put product instance '{instance}', which it did not declare in its produces",
                 node.label
             )));
@@ -203,17 +171,17 @@ impl<'a> Event<'a> {
                 type_name: std::any::type_name::<T>(),
             })
             .map_err(|_| {
-                crate::ModuleError::msg(format!(
+                crate::error::ModuleError::msg(format!(
                     "product '{}' was put twice",
                     self.graph.products[p].tag
                 ))
             })
     }
 
-    fn get_nth_stored(&self, i: usize) -> Result<&'a StoredProduct, crate::ModuleError> {
+    fn get_nth_stored(&self, i: usize) -> Result<&'a StoredProduct, crate::error::ModuleError> {
         let node = &self.graph.modules[self.module];
         let Some(&p) = node.consumes.get(i) else {
-            return Err(crate::ModuleError::msg(format!(
+            return Err(crate::error::ModuleError::msg(format!(
                 "module '{}' read consumed product #{i}, but declared only {}",
                 node.label,
                 node.consumes.len()
@@ -221,7 +189,7 @@ impl<'a> Event<'a> {
         };
         let data: &'a EventData = self.data;
         data.products[p].get().ok_or_else(|| {
-            crate::ModuleError::msg(format!(
+            crate::error::ModuleError::msg(format!(
                 "product '{}' is absent: its producer did not put it",
                 self.graph.products[p].tag
             ))

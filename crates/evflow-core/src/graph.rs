@@ -1,8 +1,7 @@
 //! The compiled, immutable scheduling graph of a process: plain data shared
 //! by every executor (threaded, sequential, simulated).
 
-use crate::module::{Concurrency, ModuleKind};
-use crate::process::InputTag;
+use crate::ids::{Concurrency, InputTag, ModuleKind};
 
 pub type ModuleIdx = usize;
 pub type ProductIdx = usize;

@@ -10,8 +10,21 @@
 //!   [`exec`](crate::ExecutorKind) only carry them out.
 //! * [`run`] executes the job and returns a [`Report`].
 //!
+//! The synthetic modules used below (timed producers and filters) are in
+//! the `evflow-workloads` crate.
+//!
+//! ## Layout
+//!
+//! This file only declares modules and re-exports; each file holds one
+//! concept and the files form a DAG (checked by `tests/layout.rs`):
+//! `ids` (names of events, products, module kinds) → `graph` → `event`,
+//! `trigger` → `module` → `source` → `process`; `schedule` (decisions),
+//! `ordering` (planners), `exec` (executors), `report`, and `job`
+//! ([`run`]) on top.
+//!
 //! ```
 //! use evflow_core::*;
+//! use evflow_workloads as synthetic;
 //!
 //! let mut p = Process::new("demo");
 //! p.set_source(EmptySource::new(100));
@@ -35,6 +48,7 @@
 //! ```
 //! use evflow_core::*;
 //! use evflow_core::parallel::prelude::*;
+//! use evflow_workloads as synthetic;
 //!
 //! struct SumOfSquares;
 //! impl Transitions for SumOfSquares {}
@@ -54,223 +68,38 @@
 //! assert_eq!(report.module("squares").unwrap().calls, 8);
 //! ```
 
+mod compile;
+mod error;
 mod event;
 mod exec;
 pub mod graph;
+pub mod hash;
+mod ids;
+mod job;
 mod module;
+mod options;
 pub mod ordering;
 mod process;
 mod report;
 pub mod schedule;
 mod source;
-pub mod synthetic;
+mod trigger;
 
-use std::fmt;
-use std::sync::Arc;
-
-pub use event::{Event, EventId};
+pub use compile::ConfigError;
+pub use error::{JobError, ModuleError, ModuleResult};
+pub use event::Event;
 pub use graph::Graph;
-pub use module::{
-    Analyzer, Completion, Concurrency, Filter, ModuleError, ModuleImpl, ModuleKind, ModuleResult,
-    Output, Producer, Transitions,
-};
-pub use process::{ConfigError, CostModel, DecisionModel, InputTag, ModuleDesc, PathDesc, Process};
+pub use ids::{Concurrency, EventId, InputTag, ModuleKind};
+pub use job::{OVERSUBSCRIBED, RunError, run};
+pub use module::{Analyzer, Completion, Filter, ModuleImpl, Output, Producer, Transitions};
+pub use options::{ErrorPolicy, ExecutorKind, PlannerFactory, ProgressFn, RunOptions};
+pub use process::{CostModel, DecisionModel, ModuleDesc, PathDesc, Process};
 pub use report::{
     ChromeTrace, FailedEvent, ModuleReport, PathReport, Report, Stall, SteadyRate, StepReport,
     TraceSlice,
 };
 pub use source::{EmptySource, Source, SourceProducts};
+pub use trigger::TriggerResults;
 
 /// rayon, re-exported for intra-module parallelism on the engine's pool.
 pub use rayon as parallel;
-
-/// Called with the number of events finished so far.
-pub type ProgressFn = Arc<dyn Fn(u64) + Send + Sync>;
-
-/// Builds the [`schedule::Planner`] that orders reorderable paths, once the
-/// graph is compiled.
-pub type PlannerFactory = Arc<dyn Fn(&Graph) -> Arc<dyn schedule::Planner> + Send + Sync>;
-
-/// Which executor carries out the scheduling decisions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum ExecutorKind {
-    /// A work-stealing pool of `threads` threads.
-    #[default]
-    Threaded,
-    /// One thread, one task after the other: the reference baseline.
-    Sequential,
-}
-
-/// What to do when a module fails on an event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum ErrorPolicy {
-    /// Stop reading, cancel the work of events in flight, fail the job.
-    #[default]
-    Fail,
-    /// Record the event as failed in the report and go on.
-    SkipEvent,
-}
-
-/// How to run a job.
-#[derive(Clone)]
-pub struct RunOptions {
-    pub threads: usize,
-    /// Maximum number of events processed at once (K); also bounds memory.
-    pub events_in_flight: usize,
-    pub executor: ExecutorKind,
-    pub on_error: ErrorPolicy,
-    /// Record a trace of every module execution into [`Report::trace`].
-    pub trace: bool,
-    pub progress: Option<ProgressFn>,
-    /// Orders reorderable paths; `None`: every path in its written order.
-    pub planner: Option<PlannerFactory>,
-}
-
-impl Default for RunOptions {
-    fn default() -> Self {
-        Self {
-            threads: 1,
-            events_in_flight: 1,
-            executor: ExecutorKind::Threaded,
-            on_error: ErrorPolicy::Fail,
-            trace: false,
-            progress: None,
-            planner: None,
-        }
-    }
-}
-
-impl fmt::Debug for RunOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RunOptions")
-            .field("threads", &self.threads)
-            .field("events_in_flight", &self.events_in_flight)
-            .field("executor", &self.executor)
-            .field("on_error", &self.on_error)
-            .field("trace", &self.trace)
-            .finish()
-    }
-}
-
-/// Why a job stopped before its end.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum JobError {
-    #[error("module '{module}' failed on {event}: {message}")]
-    Module {
-        module: String,
-        event: EventId,
-        message: String,
-    },
-    #[error("reading input failed: {message}")]
-    Source { message: String },
-    #[error("module '{module}' failed in {transition}: {message}")]
-    Transition {
-        module: String,
-        transition: String,
-        message: String,
-    },
-    #[error("executor: {0}")]
-    Executor(String),
-}
-
-/// The error of [`run`].
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    #[error("configuration error: {0}")]
-    Config(#[from] ConfigError),
-    /// The job started and failed; the report covers what ran.
-    #[error("{error}")]
-    Failed {
-        error: JobError,
-        report: Box<Report>,
-    },
-}
-
-/// Every path's decision for one event, handed to output modules.
-#[derive(Clone, Debug)]
-pub struct TriggerResults {
-    graph: Arc<Graph>,
-    accepted: Vec<bool>,
-}
-
-impl TriggerResults {
-    pub(crate) fn new(graph: Arc<Graph>, accepted: Vec<bool>) -> Self {
-        Self { graph, accepted }
-    }
-    /// Whether the path named `name` accepted the event (`None`: no such path).
-    pub fn accepted(&self, name: &str) -> Option<bool> {
-        self.graph.path_index(name).map(|p| self.accepted[p])
-    }
-    /// (path name, accepted) for every path, in declaration order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, bool)> {
-        self.graph
-            .paths
-            .iter()
-            .map(|p| p.name.as_str())
-            .zip(self.accepted.iter().copied())
-    }
-}
-
-/// Runs a process to the end of its source.
-pub fn run(mut process: Process, options: &RunOptions) -> Result<Report, RunError> {
-    let graph = Arc::new(process.compile()?);
-    let source = process.source.take().ok_or(ConfigError::NoSource)?;
-    let instances = std::mem::take(&mut process.modules)
-        .into_iter()
-        .map(|m| m.instances)
-        .collect();
-    let threads = match options.executor {
-        ExecutorKind::Threaded => options.threads.max(1),
-        ExecutorKind::Sequential => 1,
-    };
-    let engine = Arc::new(exec::Engine::new(graph, instances, source, options));
-    let failed = |engine: &exec::Engine, error: JobError| RunError::Failed {
-        error,
-        report: Box::new(engine.report(
-            executor_name(options.executor),
-            threads,
-            options.events_in_flight,
-        )),
-    };
-    if let Err(error) = engine.job_transition(true) {
-        return Err(failed(&engine, error));
-    }
-    let executed = match options.executor {
-        ExecutorKind::Threaded if threads > OVERSUBSCRIBED * cores() => {
-            exec::shared_queue::run(engine.clone(), threads)
-        }
-        ExecutorKind::Threaded => exec::threaded::run(engine.clone(), threads),
-        ExecutorKind::Sequential => exec::sequential::run(engine.clone()),
-    };
-    if let Err(message) = executed {
-        return Err(failed(&engine, JobError::Executor(message)));
-    }
-    let end = engine.job_transition(false);
-    if let Some(error) = engine.take_job_error() {
-        return Err(failed(&engine, error));
-    }
-    if let Err(error) = end {
-        return Err(failed(&engine, error));
-    }
-    Ok(engine.report(
-        executor_name(options.executor),
-        threads,
-        options.events_in_flight.max(1),
-    ))
-}
-
-/// Above this many threads per core, the threaded executor shares one queue
-/// among its threads instead of work-stealing deques (see
-/// `exec/shared_queue.rs`): such pools exist only when modules block.
-pub const OVERSUBSCRIBED: usize = 8;
-
-fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-fn executor_name(kind: ExecutorKind) -> &'static str {
-    match kind {
-        ExecutorKind::Threaded => "threaded",
-        ExecutorKind::Sequential => "sequential",
-    }
-}

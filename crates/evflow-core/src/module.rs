@@ -1,55 +1,10 @@
 //! The module interfaces users implement: producers, filters, analyzers and
 //! outputs, their transition callbacks, and how thread-safe each one is.
 
-use std::fmt;
-
-use serde::Serialize;
-
-use crate::{Event, TriggerResults};
-
-/// An error returned by a module. The engine adds the module label and the
-/// event id when it reports it.
-///
-/// Any `std::error::Error` converts into it, so `?` works inside modules:
-///
-/// ```
-/// use evflow_core::ModuleError;
-/// fn parse(s: &str) -> Result<i32, ModuleError> {
-///     Ok(s.parse::<i32>()?)
-/// }
-/// assert!(parse("x").is_err());
-/// assert_eq!(ModuleError::msg("no jets").to_string(), "no jets");
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ModuleError {
-    message: String,
-}
-
-impl ModuleError {
-    pub fn msg(message: impl fmt::Display) -> Self {
-        Self {
-            message: message.to_string(),
-        }
-    }
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-}
-
-impl fmt::Display for ModuleError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl<E: std::error::Error + Send + Sync + 'static> From<E> for ModuleError {
-    fn from(e: E) -> Self {
-        Self::msg(e)
-    }
-}
-
-/// Result type of module callbacks.
-pub type ModuleResult<T = ()> = Result<T, ModuleError>;
+use crate::error::{ModuleError, ModuleResult};
+use crate::event::Event;
+use crate::ids::ModuleKind;
+use crate::trigger::TriggerResults;
 
 /// Callbacks at job, run and luminosity-block boundaries. Every method has an
 /// empty default. The engine calls them one module at a time, with no event
@@ -137,54 +92,6 @@ impl ModuleImpl {
             ModuleImpl::Filter(m) => m.as_ref(),
             ModuleImpl::Analyzer(m) => m.as_ref(),
             ModuleImpl::Output(m) => m.as_ref(),
-        }
-    }
-}
-
-/// The four kinds of module.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ModuleKind {
-    Producer,
-    Filter,
-    Analyzer,
-    Output,
-}
-
-impl fmt::Display for ModuleKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ModuleKind::Producer => "producer",
-            ModuleKind::Filter => "filter",
-            ModuleKind::Analyzer => "analyzer",
-            ModuleKind::Output => "output",
-        })
-    }
-}
-
-/// How thread-safe a module is, i.e. what the engine must guarantee for it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Concurrency {
-    /// One instance may process several events at once.
-    Shared,
-    /// One event at a time for this instance. Work waiting for it is queued
-    /// and holds no thread.
-    Serial,
-    /// Never runs at the same time as any other module naming one of the
-    /// same resources (nor as itself): for thread-unsafe legacy code or
-    /// libraries.
-    Exclusive(Vec<String>),
-    /// `n` instances, each serial; the engine hands out a free one.
-    Cloned(u32),
-}
-
-impl fmt::Display for Concurrency {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Concurrency::Shared => f.write_str("shared"),
-            Concurrency::Serial => f.write_str("serial"),
-            Concurrency::Exclusive(r) => write!(f, "exclusive({})", r.join(",")),
-            Concurrency::Cloned(n) => write!(f, "cloned({n})"),
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::EventId;
+use crate::ids::EventId;
 use crate::schedule::Transition;
 
 /// The summary of one job.

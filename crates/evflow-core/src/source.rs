@@ -1,8 +1,9 @@
 //! Sources: where events come from. A source is called by one task at a
 //! time, so it may keep plain mutable state.
 
+use crate::error::ModuleError;
 use crate::event::StoredProduct;
-use crate::{EventId, ModuleError};
+use crate::ids::EventId;
 
 /// Produces the events of a job, in order.
 pub trait Source: Send {

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use common::*;
 use evflow_core::*;
+use evflow_workloads as synthetic;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use evflow_core::ordering::model::{self, Joint};
 use evflow_core::ordering::{OrderingOptions, OrderingPlanner, Policy, Tuning};
 use evflow_core::schedule::{PathOutcome, Planner};
-use evflow_core::synthetic::{self, Timing};
 use evflow_core::*;
+use evflow_workloads::{self as synthetic, Timing};
 
 // ------------------------------------------------------------ instruments
 
@@ -596,7 +596,7 @@ fn sampling_part_of_the_steps_keeps_results_identical() {
     // rejection (a plan with `skip_after_reject`); the selections are those
     // of the written order, and the expensive filter runs on few events
     // beyond those that reach it.
-    use evflow_core::synthetic::Work;
+    use evflow_workloads::Work;
     let events = 3000u64;
     let build = || {
         let mut p = Process::new("partial");

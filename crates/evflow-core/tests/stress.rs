@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use common::*;
 use evflow_core::*;
+use evflow_workloads as synthetic;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 

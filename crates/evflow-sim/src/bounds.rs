@@ -5,8 +5,8 @@ use std::sync::Arc;
 use evflow_core::graph::Graph;
 use serde::Serialize;
 
-use crate::SimOptions;
 use crate::clock::{self, ClockRun, Model, Replay};
+use crate::options::SimOptions;
 
 /// Upper bounds on throughput (events/s), each from one limit.
 #[derive(Clone, Debug, Serialize)]

@@ -16,7 +16,7 @@ use evflow_core::{
     Source, SourceProducts, StepReport, TraceSlice,
 };
 
-use crate::SimOptions;
+use crate::options::SimOptions;
 
 /// What the simulation knows about the modules and the input.
 pub(crate) struct Model {

@@ -5,9 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use evflow_core::synthetic::{self, Timing, Work};
 use evflow_core::{Concurrency, EmptySource, Process, Report, RunOptions};
 use evflow_sim::{SimOptions, simulate};
+use evflow_workloads::{self as synthetic, Timing, Work};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 

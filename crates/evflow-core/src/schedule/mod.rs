@@ -22,8 +22,8 @@ pub use event_state::{EventState, Outcome, PathStatus};
 pub use plan::{FixedPlanner, OrderChange, PathOutcome, PathPlan, Planner};
 pub use source_control::{SourceControl, SourceStep, Transition};
 
-use crate::EventId;
 use crate::graph::{Graph, ModuleIdx};
+use crate::ids::EventId;
 
 /// Which step of a module execution a task is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

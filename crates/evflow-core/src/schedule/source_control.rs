@@ -7,7 +7,7 @@
 
 use serde::Serialize;
 
-use crate::EventId;
+use crate::ids::EventId;
 
 /// A run or luminosity-block boundary.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use evflow_core::*;
+use evflow_workloads as synthetic;
 
 // ---------------------------------------------------------------- the log
 

@@ -5,7 +5,7 @@
 //! `(e − 1) mod rows`, so a job with more events than rows cycles through
 //! the table.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The columns of an event table, column-major.
 #[derive(Debug)]
@@ -155,19 +155,6 @@ impl Cut {
             Op::Eq => x == self.value,
             Op::Ne => x != self.value,
         }
-    }
-}
-
-/// A table file named in a configuration: relative to the directory of the
-/// configuration file (`origin`).
-pub fn resolve(origin: &str, file: &str) -> PathBuf {
-    let path = Path::new(file);
-    if path.is_absolute() {
-        return path.to_path_buf();
-    }
-    match Path::new(origin).parent() {
-        Some(dir) => dir.join(path),
-        None => path.to_path_buf(),
     }
 }
 

@@ -1,0 +1,42 @@
+//! Loading a configuration: picks the reader of its format, then compiles
+//! the process once so that a wrong configuration fails before any event.
+
+use std::path::Path;
+
+use crate::error::{self, ConfigFileError};
+use crate::options::{Format, LoadOptions, Loaded};
+use crate::{cms_json, toml_format};
+
+/// Reads a configuration file, picking its format with [`Format::detect`].
+/// Errors name the file as `path` is written.
+pub fn load_file(path: &Path, opts: &LoadOptions) -> Result<Loaded, ConfigFileError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read {
+        file: file.clone(),
+        source,
+    })?;
+    load_str(&text, Format::detect(path, &text), opts, &file)
+}
+
+/// Reads a configuration from `text` in the given format; `origin` names it
+/// in error messages (usually the file name).
+pub fn load_str(
+    text: &str,
+    format: Format,
+    opts: &LoadOptions,
+    origin: &str,
+) -> Result<Loaded, ConfigFileError> {
+    let at = error::Origin(origin);
+    if !opts.time_scale.is_finite() || opts.time_scale < 0.0 {
+        return Err(at.setting(
+            "time_scale",
+            format!("must be a finite number >= 0, not {}", opts.time_scale),
+        ));
+    }
+    let loaded = match format {
+        Format::Toml => toml_format::load(text, opts, at)?,
+        Format::CmsJson => cms_json::load(text, opts, at)?,
+    };
+    loaded.process.compile().map_err(|e| at.process(e))?;
+    Ok(loaded)
+}

@@ -1,0 +1,121 @@
+//! What a load takes ([`LoadOptions`]) and gives ([`Loaded`]), and the
+//! configuration [`Format`]s.
+
+use std::fmt;
+use std::path::Path;
+
+use evflow_core::Process;
+use evflow_workloads::Work;
+
+/// Settings that the caller (usually the command line) imposes on top of
+/// the file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoadOptions {
+    /// Number of events to process, instead of the file's.
+    pub events: Option<u64>,
+    /// Multiplies every module time (0 makes modules instantaneous). Must be
+    /// finite and non-negative.
+    pub time_scale: f64,
+    /// Makes every module busy-wait or sleep, whatever the file says.
+    pub work: Option<Work>,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self {
+            events: None,
+            time_scale: 1.0,
+            work: None,
+        }
+    }
+}
+
+/// A loaded configuration: the process, ready for [`evflow_core::run`], and
+/// the run settings the file suggests.
+pub struct Loaded {
+    /// The process, with its source, modules, paths and end paths. It has
+    /// already been compiled once successfully.
+    pub process: Process,
+    /// Events processed at once suggested by the file, if any.
+    pub events_in_flight: Option<usize>,
+    /// Threads suggested by the file, if any.
+    pub threads: Option<usize>,
+    /// Number of events the source produces ([`LoadOptions::events`] if
+    /// given, else the file's).
+    pub events: u64,
+    /// The format that was read: `"toml"` or `"cms-json"`.
+    pub format: &'static str,
+    /// How reorderable paths are ordered (`[process] filter_order`, per-path
+    /// `filter_order`, `[ordering]`); turn it into a planner with
+    /// [`OrderingOptions::factory`](evflow_core::ordering::OrderingOptions::factory).
+    pub ordering: evflow_core::ordering::OrderingOptions,
+}
+
+impl fmt::Debug for Loaded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Loaded")
+            .field("process", &self.process.name())
+            .field("modules", &self.process.modules().len())
+            .field("paths", &self.process.paths().len())
+            .field("end_paths", &self.process.end_paths().len())
+            .field("events_in_flight", &self.events_in_flight)
+            .field("threads", &self.threads)
+            .field("events", &self.events)
+            .field("format", &self.format)
+            .field("filter_order", &self.ordering.default)
+            .finish()
+    }
+}
+
+/// A configuration format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// evflow's native TOML format (`docs/configuration.md`).
+    Toml,
+    /// The CMS task-queue framework's JSON (`*.config`).
+    CmsJson,
+}
+
+impl Format {
+    /// The name reported in [`Loaded::format`]: `"toml"` or `"cms-json"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Toml => "toml",
+            Format::CmsJson => "cms-json",
+        }
+    }
+
+    /// Picks the format of a file: by extension (`.toml` → TOML, `.json` or
+    /// `.config` → CMS JSON), otherwise by content (a JSON object whose
+    /// `process` has `producers`, `filters` or `paths` is CMS JSON; anything
+    /// else is read as TOML).
+    pub fn detect(path: &Path, text: &str) -> Format {
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase);
+        match ext.as_deref() {
+            Some("toml") => Format::Toml,
+            Some("json") | Some("config") => Format::CmsJson,
+            _ if looks_like_cms_json(text) => Format::CmsJson,
+            _ => Format::Toml,
+        }
+    }
+}
+
+fn looks_like_cms_json(text: &str) -> bool {
+    if !text.trim_start().starts_with('{') {
+        return false;
+    }
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(text) else {
+        return false;
+    };
+    value
+        .get("process")
+        .and_then(|p| p.as_object())
+        .is_some_and(|p| {
+            ["producers", "filters", "paths"]
+                .iter()
+                .any(|k| p.contains_key(*k))
+        })
+}

@@ -1,0 +1,93 @@
+//! External work (`Producer::acquire`): the rendezvous of the module's two
+//! signals (`acquire` returning, and the completion it was handed), then
+//! the event goes on like after any module.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use super::state::*;
+use crate::graph::ModuleIdx;
+use crate::ids::EventId;
+use crate::module::Completion;
+use crate::schedule::{Outcome, Task};
+
+/// Meeting point of an external-work module's two signals.
+#[derive(Default)]
+pub(super) struct Rendezvous {
+    /// Signals still to come: `acquire` returning, and the completion.
+    pub(super) arrived: AtomicU64,
+    pub(super) acquire_error: Mutex<Option<String>>,
+    pub(super) acquire_returned: Mutex<Option<Instant>>,
+    pub(super) completion: Mutex<Option<(crate::error::ModuleResult, Instant)>>,
+}
+
+impl Rendezvous {
+    /// Records one signal; true for the second (who then goes on).
+    pub(super) fn arrive(&self) -> bool {
+        self.arrived.fetch_add(1, Ordering::AcqRel) == 1
+    }
+}
+
+impl Engine {
+    pub(super) fn completion(
+        self: &Arc<Self>,
+        slot: usize,
+        module: ModuleIdx,
+        instance: u32,
+        id: EventId,
+        rendezvous: Arc<Rendezvous>,
+        submit: Arc<dyn Submit>,
+    ) -> Completion {
+        let engine = self.clone();
+        Completion::new(move |result| {
+            *lock(&rendezvous.completion) = Some((result, Instant::now()));
+            if rendezvous.arrive() {
+                let mut out = Vec::new();
+                engine.external_ready(slot, module, instance, id, &rendezvous, &mut out);
+                for task in out {
+                    submit.submit(task);
+                }
+            }
+        })
+    }
+
+    /// Both halves of external work are in: schedule `produce` on the same
+    /// instance, or fail the event (an error of `acquire` itself wins).
+    pub(super) fn external_ready(
+        &self,
+        slot: usize,
+        module: ModuleIdx,
+        instance: u32,
+        id: EventId,
+        rendezvous: &Rendezvous,
+        out: &mut Vec<Task>,
+    ) {
+        let returned = lock(&rendezvous.acquire_returned).expect("acquire returned");
+        let (result, completed) = lock(&rendezvous.completion)
+            .take()
+            .expect("the completion arrived");
+        let waited = completed.saturating_duration_since(returned);
+        self.stats[module]
+            .wait_ns
+            .fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
+        if self.trace.is_some() {
+            // Waits get one track per event slot, apart from the worker threads.
+            let label = &self.graph.modules[module].label;
+            self.record_interval(label, "wait", 1000 + slot, Some(id), returned, completed);
+        }
+        let failure = lock(&rendezvous.acquire_error)
+            .take()
+            .or_else(|| result.err().map(|e| e.to_string()));
+        match failure {
+            None => self
+                .coordinator
+                .acquire_done(slot, module, instance, out, self),
+            Some(message) => {
+                self.module_failed(module, id, message, out);
+                self.coordinator
+                    .module_done(slot, module, instance, Outcome::Failed, out, self);
+            }
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! The state a running job shares between its threads: the [`Engine`]
+//! (module instances, event slots, counters, the report's records) and
+//! the [`Submit`] interface through which work finished outside the task
+//! loop comes back.
+
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crate::error::JobError;
+use crate::event::EventData;
+use crate::graph::{Graph, ModuleIdx};
+use crate::module::ModuleImpl;
+use crate::options::{ErrorPolicy, RunOptions};
+use crate::report::{FailedEvent, Stall, TraceSlice};
+use crate::schedule::{Coordinator, Task};
+use crate::source::Source;
+
+/// Hands tasks that become ready outside the task loop (completed external
+/// work) back to the executor.
+pub(crate) trait Submit: Send + Sync {
+    fn submit(&self, task: Task);
+}
+
+#[derive(Default)]
+pub(super) struct ModuleStats {
+    pub(super) calls: AtomicU64,
+    pub(super) run_ns: AtomicU64,
+    pub(super) wait_ns: AtomicU64,
+    pub(super) queue_ns: AtomicU64,
+    pub(super) failures: AtomicU64,
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The run and luminosity block a module instance has begun and not ended.
+#[derive(Clone, Copy, Default)]
+pub(super) struct OpenBlocks {
+    pub(super) run: Option<u32>,
+    pub(super) lumi: Option<(u32, u32)>,
+}
+
+/// How many of the longest stalls a report keeps.
+pub(super) const STALLS_KEPT: usize = 20;
+
+/// Everything a running job shares between its threads.
+pub(crate) struct Engine {
+    pub(super) graph: Arc<Graph>,
+    pub(crate) coordinator: Coordinator,
+    pub(super) instances: Vec<Vec<ModuleImpl>>,
+    pub(super) source: Mutex<Box<dyn Source>>,
+    pub(super) source_products: Vec<usize>,
+    pub(super) slot_data: Vec<Mutex<Option<Arc<EventData>>>>,
+    pub(super) stats: Vec<ModuleStats>,
+    /// visited/passed per (path, step), flattened; then per path.
+    pub(super) step_visited: Vec<AtomicU64>,
+    pub(super) step_passed: Vec<AtomicU64>,
+    pub(super) step_offset: Vec<usize>,
+    pub(super) path_visited: Vec<AtomicU64>,
+    pub(super) path_passed: Vec<AtomicU64>,
+    pub(super) events_read: AtomicU64,
+    pub(super) events_done: AtomicU64,
+    pub(super) policy: ErrorPolicy,
+    pub(super) failed_events: Mutex<Vec<FailedEvent>>,
+    pub(super) job_error: Mutex<Option<JobError>>,
+    pub(super) trace: Option<Mutex<Vec<TraceSlice>>>,
+    pub(super) start: Instant,
+    pub(super) progress: Option<crate::options::ProgressFn>,
+    pub(super) finished: AtomicBool,
+    /// When restricted work was queued, by (slot, module).
+    pub(super) queued_at: Mutex<std::collections::HashMap<(usize, ModuleIdx), Instant>>,
+    pub(super) stalls: Mutex<Vec<Stall>>,
+    /// Per module and instance: what its hooks have opened.
+    pub(super) open_transitions: Mutex<Vec<Vec<OpenBlocks>>>,
+    pub(super) steady: Mutex<crate::report::SteadyRate>,
+}
+
+impl Engine {
+    pub(crate) fn new(
+        graph: Arc<Graph>,
+        instances: Vec<Vec<ModuleImpl>>,
+        source: Box<dyn Source>,
+        options: &RunOptions,
+    ) -> Self {
+        let k = options.events_in_flight.max(1);
+        let mut step_offset = Vec::new();
+        let mut n_steps = 0;
+        for p in &graph.paths {
+            step_offset.push(n_steps);
+            n_steps += p.steps.len();
+        }
+        let open = instances
+            .iter()
+            .map(|i| vec![OpenBlocks::default(); i.len()])
+            .collect();
+        let source_products = graph
+            .products
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.producer.is_none())
+            .map(|(i, _)| i)
+            .collect();
+        Self {
+            coordinator: Coordinator::new(
+                graph.clone(),
+                k,
+                options.planner.as_ref().map(|make| make(&graph)),
+            ),
+            stats: graph
+                .modules
+                .iter()
+                .map(|_| ModuleStats::default())
+                .collect(),
+            step_visited: (0..n_steps).map(|_| AtomicU64::new(0)).collect(),
+            step_passed: (0..n_steps).map(|_| AtomicU64::new(0)).collect(),
+            step_offset,
+            path_visited: graph.paths.iter().map(|_| AtomicU64::new(0)).collect(),
+            path_passed: graph.paths.iter().map(|_| AtomicU64::new(0)).collect(),
+            slot_data: (0..k).map(|_| Mutex::new(None)).collect(),
+            graph,
+            instances,
+            source: Mutex::new(source),
+            source_products,
+            events_read: AtomicU64::new(0),
+            events_done: AtomicU64::new(0),
+            policy: options.on_error,
+            failed_events: Mutex::new(Vec::new()),
+            job_error: Mutex::new(None),
+            trace: options.trace.then(|| Mutex::new(Vec::new())),
+            start: Instant::now(),
+            progress: options.progress.clone(),
+            finished: AtomicBool::new(false),
+            queued_at: Mutex::new(std::collections::HashMap::new()),
+            stalls: Mutex::new(Vec::new()),
+            open_transitions: Mutex::new(open),
+            steady: Mutex::new(crate::report::SteadyRate::new(k)),
+        }
+    }
+
+    pub(crate) fn take_job_error(&self) -> Option<JobError> {
+        lock(&self.job_error).take()
+    }
+}
+
+pub(super) fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-string payload".into()
+    }
+}
+
+pub(super) fn failure_message(
+    result: std::thread::Result<crate::error::ModuleResult>,
+) -> Option<String> {
+    match result {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(e.to_string()),
+        Err(panic) => Some(format!("panic: {}", panic_message(&panic))),
+    }
+}

@@ -1,0 +1,119 @@
+//! Transitions: the job-level callbacks, and the begin and end of runs and
+//! luminosity blocks on every module instance, in the order the coordinator
+//! decides.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::Instant;
+
+use super::state::*;
+use crate::error::JobError;
+use crate::graph::ModuleIdx;
+use crate::report::transition_name;
+use crate::schedule::{Task, Transition};
+
+impl Engine {
+    /// Calls a job-level callback on every module instance.
+    pub(crate) fn job_transition(&self, begin: bool) -> Result<(), JobError> {
+        for (m, instances) in self.instances.iter().enumerate() {
+            for inst in instances {
+                let t = inst.transitions();
+                let result = catch_unwind(AssertUnwindSafe(|| {
+                    if begin { t.begin_job() } else { t.end_job() }
+                }));
+                if let Some(message) = failure_message(result) {
+                    return Err(JobError::Transition {
+                        module: self.graph.modules[m].label.clone(),
+                        transition: if begin { "beginJob" } else { "endJob" }.into(),
+                        message,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn transitions(&self, list: &[Transition], out: &mut Vec<Task>, thread: usize) {
+        for t in list {
+            let t0 = Instant::now();
+            let error = match *t {
+                Transition::BeginRun(_) | Transition::BeginLumi(..) => self.begin_transition(t),
+                Transition::EndLumi(..) | Transition::EndRun(_) => self.end_transition(t),
+            };
+            self.record_slice(&transition_name(t), "transition", thread, None, t0);
+            if let Some(error) = error {
+                self.fail_job(error, out);
+                break;
+            }
+        }
+        self.coordinator.transitions_done(out, self);
+    }
+
+    /// Calls a begin hook on every instance, in module order, up to the
+    /// first failure. An instance counts as open once its hook was called.
+    pub(super) fn begin_transition(&self, t: &Transition) -> Option<JobError> {
+        let mut open = lock(&self.open_transitions);
+        for (m, instances) in self.instances.iter().enumerate() {
+            for (i, inst) in instances.iter().enumerate() {
+                let hooks = inst.transitions();
+                let state = &mut open[m][i];
+                let result = catch_unwind(AssertUnwindSafe(|| match *t {
+                    Transition::BeginRun(r) => {
+                        state.run = Some(r);
+                        hooks.begin_run(r)
+                    }
+                    Transition::BeginLumi(r, l) => {
+                        state.lumi = Some((r, l));
+                        hooks.begin_lumi(r, l)
+                    }
+                    _ => Ok(()),
+                }));
+                if let Some(message) = failure_message(result) {
+                    return Some(self.transition_error(m, t, message));
+                }
+            }
+        }
+        None
+    }
+
+    /// Calls an end hook on every instance that has that kind of block open,
+    /// with the block it opened; each is ended exactly once, even after
+    /// another instance failed.
+    pub(super) fn end_transition(&self, t: &Transition) -> Option<JobError> {
+        let mut open = lock(&self.open_transitions);
+        let mut first_error = None;
+        for (m, instances) in self.instances.iter().enumerate() {
+            for (i, inst) in instances.iter().enumerate() {
+                let hooks = inst.transitions();
+                let state = &mut open[m][i];
+                let result = match *t {
+                    Transition::EndLumi(..) => state
+                        .lumi
+                        .take()
+                        .map(|(r, l)| catch_unwind(AssertUnwindSafe(|| hooks.end_lumi(r, l)))),
+                    Transition::EndRun(_) => state
+                        .run
+                        .take()
+                        .map(|r| catch_unwind(AssertUnwindSafe(|| hooks.end_run(r)))),
+                    _ => None,
+                };
+                if let Some(message) = result.and_then(failure_message) {
+                    first_error.get_or_insert_with(|| self.transition_error(m, t, message));
+                }
+            }
+        }
+        first_error
+    }
+
+    pub(super) fn transition_error(
+        &self,
+        module: ModuleIdx,
+        t: &Transition,
+        message: String,
+    ) -> JobError {
+        JobError::Transition {
+            module: self.graph.modules[module].label.clone(),
+            transition: transition_name(t),
+            message,
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! [`RunOptions`]: how a job runs (threads, events in flight, executor,
+//! error policy, tracing, progress, the planner of reorderable paths).
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::graph::Graph;
+use crate::schedule;
+
+/// Called with the number of events finished so far.
+pub type ProgressFn = Arc<dyn Fn(u64) + Send + Sync>;
+
+/// Builds the [`schedule::Planner`] that orders reorderable paths, once the
+/// graph is compiled.
+pub type PlannerFactory = Arc<dyn Fn(&Graph) -> Arc<dyn schedule::Planner> + Send + Sync>;
+
+/// Which executor carries out the scheduling decisions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ExecutorKind {
+    /// A work-stealing pool of `threads` threads.
+    #[default]
+    Threaded,
+    /// One thread, one task after the other: the reference baseline.
+    Sequential,
+}
+
+/// What to do when a module fails on an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ErrorPolicy {
+    /// Stop reading, cancel the work of events in flight, fail the job.
+    #[default]
+    Fail,
+    /// Record the event as failed in the report and go on.
+    SkipEvent,
+}
+
+/// How to run a job.
+#[derive(Clone)]
+pub struct RunOptions {
+    pub threads: usize,
+    /// Maximum number of events processed at once (K); also bounds memory.
+    pub events_in_flight: usize,
+    pub executor: ExecutorKind,
+    pub on_error: ErrorPolicy,
+    /// Record a trace of every module execution into [`Report::trace`].
+    pub trace: bool,
+    pub progress: Option<ProgressFn>,
+    /// Orders reorderable paths; `None`: every path in its written order.
+    pub planner: Option<PlannerFactory>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            threads: 1,
+            events_in_flight: 1,
+            executor: ExecutorKind::Threaded,
+            on_error: ErrorPolicy::Fail,
+            trace: false,
+            progress: None,
+            planner: None,
+        }
+    }
+}
+
+impl fmt::Debug for RunOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunOptions")
+            .field("threads", &self.threads)
+            .field("events_in_flight", &self.events_in_flight)
+            .field("executor", &self.executor)
+            .field("on_error", &self.on_error)
+            .field("trace", &self.trace)
+            .finish()
+    }
+}

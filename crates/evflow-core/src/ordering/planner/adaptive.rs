@@ -1,0 +1,453 @@
+//! The checkpoint of a dynamic path and the decision algorithms of the
+//! `adaptive` policy: cost updates, the post-stratified estimate of the
+//! joint pass distribution, the choice of order (exact DP over feasible
+//! prefix sets, rank rule or A-Greedy, in `model`), the sampling rates and
+//! installing an order.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+use super::OrderingPlanner;
+use super::state::*;
+use super::stats::*;
+use crate::ordering::model;
+use crate::ordering::policy::Policy;
+use crate::schedule::OrderChange;
+
+use crate::ordering::model::Joint;
+
+impl OrderingPlanner {
+    pub(super) fn checkpoint(&self, d: &Dyn, n_obs: u64) {
+        let Ok(mut st) = d.state.try_lock() else {
+            return;
+        };
+        if n_obs < d.next_check.load(Relaxed) {
+            return;
+        }
+        let t0 = Instant::now();
+        if d.policy == Policy::Adaptive && !st.learning {
+            self.drift_check(d, &mut st, n_obs);
+        }
+        // A drift check takes a few µs: longer, it was descheduled.
+        let check = (t0.elapsed().as_nanos() as i64).min(CHECK_CAP_NS);
+        let mut spent = check;
+        if n_obs >= st.next_decision {
+            // A decision takes long enough (0.1 ms) to be descheduled by
+            // other processes: it counts the thread's CPU time when the
+            // system tells it.
+            let cpu0 = thread_cpu_ns();
+            let t1 = Instant::now();
+            match d.policy {
+                Policy::HepFrame => self.decide_hepframe(d, &mut st, n_obs),
+                _ => self.decide_adaptive(d, &mut st, n_obs),
+            }
+            let wall = t1.elapsed().as_nanos() as i64;
+            spent += match (cpu0, thread_cpu_ns()) {
+                (Some(a), Some(b)) if b >= a => ((b - a) as i64).min(wall),
+                _ => wall,
+            };
+        }
+        let next = if st.learning {
+            st.next_decision
+        } else {
+            st.next_decision.min(n_obs + self.tuning.drift_block.max(1))
+        };
+        d.next_check.store(next.max(n_obs + 1), Relaxed);
+        self.decide_ns.fetch_add(spent, Relaxed);
+    }
+
+    /// Updates the per-step cost estimates from the cumulative counters.
+    pub(super) fn update_costs(&self, d: &Dyn, st: &mut State) {
+        let n = d.steps.len();
+        let mut known = Vec::new();
+        for i in 0..n {
+            let mut total = 0.0;
+            let mut own_known = false;
+            for (k, &m) in d.attributed[i].iter().enumerate() {
+                let acc = &mut st.cost_acc[i][k];
+                let ns = self.cost.get(2 * m);
+                let calls = self.cost.get(2 * m + 1);
+                let (dn, dc) = (ns - acc.seen_ns, calls - acc.seen_calls);
+                acc.seen_ns = ns;
+                acc.seen_calls = calls;
+                // Halve the weight of older measurements only once there
+                // are enough, so that rarely reached steps are not estimated
+                // from a handful of executions.
+                if acc.calls + dc as f64 > 64.0 {
+                    acc.ns *= 0.5;
+                    acc.calls *= 0.5;
+                }
+                acc.ns += dn as f64;
+                acc.calls += dc as f64;
+                if acc.calls > 0.0 {
+                    let mean_ns = acc.ns / acc.calls;
+                    self.cost_cap_ns[m].store((3.0 * mean_ns).max(1000.0) as u64, Relaxed);
+                    total += mean_ns * 1e-9;
+                    if k == 0 {
+                        own_known = true;
+                    }
+                }
+            }
+            st.costs[i] = if own_known { total } else { f64::NAN };
+            st.cost_known[i] = own_known;
+            if own_known {
+                known.push(total);
+            }
+        }
+        // Steps never timed yet: the mean of the others.
+        let fallback = if known.is_empty() {
+            1e-6
+        } else {
+            known.iter().sum::<f64>() / known.len() as f64
+        };
+        for c in &mut st.costs {
+            if !c.is_finite() {
+                *c = fallback;
+            }
+            *c = c.max(1e-9);
+        }
+    }
+
+    /// The estimate of the joint pass distribution: the sampled decision
+    /// vectors, post-stratified on the step that rejected the event in each
+    /// order of `epochs` (whose stop counts measure the distribution of
+    /// that step on every event observed under the order), with undecided
+    /// steps (not sampled after a rejection) imputed from the pass rate of
+    /// the step on the events that reach it.
+    ///
+    /// With `T` the events of all epochs plus the samples, a sample weighs
+    /// `1/T` (the samples alone) plus, per epoch, `N_k / (T n_k)` where `k`
+    /// is its stratum in that epoch's order, `N_k` the events and `n_k` the
+    /// samples in the stratum; a stratum without samples contributes
+    /// `N_k / T` to a vector in which the steps before pass, the rejecting
+    /// one fails and the later ones pass.
+    pub(super) fn estimate(
+        &self,
+        d: &Dyn,
+        epochs: &[Epoch],
+        samples: &[Sample],
+    ) -> (Joint, Vec<f64>) {
+        let n = d.steps.len();
+        let full = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+        let events: u64 = epochs
+            .iter()
+            .map(|e| e.stops.iter().sum::<u64>())
+            .sum::<u64>()
+            + samples.len() as u64;
+        if events == 0 {
+            return (Joint::default(), vec![1.0; n]);
+        }
+        let total = events as f64;
+        let mut weights = vec![1.0 / total; samples.len()];
+        let mut list: Vec<(u64, f64)> = Vec::with_capacity(samples.len() + n + 1);
+        // Pass rates for imputation, per step: events reaching the step
+        // and passing it, in every epoch, and samples in which it was
+        // decided.
+        let mut reach = vec![2.0f64; n];
+        let mut pass = vec![1.0f64; n];
+        for s in samples {
+            for j in 0..n {
+                if s.known >> j & 1 == 1 {
+                    reach[j] += 1.0;
+                    pass[j] += (s.pass >> j & 1) as f64;
+                }
+            }
+        }
+        let mut strata = vec![0usize; samples.len()];
+        for e in epochs {
+            let stratum = |s: &Sample| -> usize {
+                e.order
+                    .iter()
+                    .position(|&j| (s.known & !s.pass) >> j & 1 == 1)
+                    .unwrap_or(n)
+            };
+            let mut in_stratum = vec![0u64; n + 1];
+            for (k, s) in strata.iter_mut().zip(samples) {
+                *k = stratum(s);
+                in_stratum[*k] += 1;
+            }
+            for (w, &k) in weights.iter_mut().zip(&strata) {
+                *w += e.stops[k] as f64 / (total * in_stratum[k] as f64);
+            }
+            let mut reached = e.stops[n];
+            for i in (0..n).rev() {
+                reached += e.stops[i];
+                let j = e.order[i] as usize;
+                reach[j] += reached as f64;
+                pass[j] += (reached - e.stops[i]) as f64;
+                if in_stratum[i] == 0 && e.stops[i] > 0 {
+                    list.push((full & !(1u64 << j), e.stops[i] as f64 / total));
+                }
+            }
+            if in_stratum[n] == 0 && e.stops[n] > 0 {
+                list.push((full, e.stops[n] as f64 / total));
+            }
+        }
+        let q: Vec<f64> = pass.iter().zip(&reach).map(|(p, r)| p / r).collect();
+        for (s, &w) in samples.iter().zip(&weights) {
+            let unknown = full & !s.known;
+            if unknown == 0 {
+                list.push((s.pass, w));
+            } else if unknown.count_ones() <= MAX_IMPUTED_BITS {
+                // Every combination of the undecided steps, weighted by the
+                // product of their pass rates.
+                let mut sub = unknown;
+                loop {
+                    let mut p = w;
+                    let mut rest = unknown;
+                    while rest != 0 {
+                        let j = rest.trailing_zeros() as usize;
+                        rest &= rest - 1;
+                        p *= if sub >> j & 1 == 1 { q[j] } else { 1.0 - q[j] };
+                    }
+                    list.push((s.pass | sub, p));
+                    if sub == 0 {
+                        break;
+                    }
+                    sub = (sub - 1) & unknown;
+                }
+            } else {
+                let likely = (0..n)
+                    .filter(|&j| unknown >> j & 1 == 1 && q[j] >= 0.5)
+                    .fold(0u64, |m, j| m | 1 << j);
+                list.push((s.pass | likely, w));
+            }
+        }
+        (Joint::from_weighted(list), q)
+    }
+
+    pub(super) fn decide_adaptive(&self, d: &Dyn, st: &mut State, n_obs: u64) {
+        let t = &self.tuning;
+        self.update_costs(d, st);
+        st.decisions += 1;
+        let cur = read(&d.current).clone();
+        let stops = d.stops.snapshot(d.steps.len() + 1);
+        let samples: Vec<Sample> = lock(&d.samples).ring.clone();
+        let mut epochs = st.archive.clone();
+        epochs.push(Epoch {
+            order: cur.order.clone(),
+            stops: stops.clone(),
+        });
+        let (joint, q) = self.estimate(d, &epochs, &samples);
+        let learning_done = n_obs.saturating_sub(st.phase_start) >= t.warmup_events.max(1);
+        let was_learning = st.learning;
+        if joint.is_empty() {
+            st.learning = was_learning && !learning_done;
+            self.set_rates(d, st, &cur, None);
+            self.schedule(st, n_obs, was_learning, learning_done, false);
+            return;
+        }
+        let prior = PRIOR_SAMPLES / (PRIOR_SAMPLES + samples.len() as f64);
+        let pm = PassModel::new(joint, d.ideals.as_ref(), q, prior);
+        let cur_cost = pm.cost(&st.costs, &cur.groups);
+        let mut changed = false;
+        let mut in_force = cur.clone();
+        let mut cost = cur_cost;
+        if samples.len() >= MIN_SAMPLES_TO_REORDER {
+            let (order, method) = match &d.ideals {
+                Some(ideals) => {
+                    let dp = ideals.best_order(&st.costs, &pm.table);
+                    (
+                        dp.order,
+                        format!("exact DP over {} feasible prefix sets", dp.states),
+                    )
+                }
+                None => (
+                    model::greedy_order(&st.costs, &d.preds, &pm.joint),
+                    "A-Greedy (too many prefix sets for the exact search)".to_string(),
+                ),
+            };
+            let groups = group_expensive(&order, &st.costs, &d.preds, t.concurrent_above_s);
+            let new_cost = pm.cost(&st.costs, &groups);
+            // Orders compete on their sequential cost; the grouping (a latency
+            // option that costs work) is applied to the winner.
+            let cur_order: Vec<usize> = cur.order.iter().map(|&i| i as usize).collect();
+            let seq =
+                |o: &[usize]| pm.cost(&st.costs, &o.iter().map(|&j| vec![j]).collect::<Vec<_>>());
+            let (cur_seq, new_seq) = (seq(&cur_order), seq(&order));
+            // Hysteresis: at least `min_gain`, and more while few samples
+            // make the estimate noisy (about 1/√samples relative error).
+            let min_gain = t.min_gain.max(NOISE_GAIN / (samples.len() as f64).sqrt());
+            if groups != cur.groups && (new_seq < cur_seq * (1.0 - min_gain) || order == cur_order)
+            {
+                let reason = format!(
+                    "{}{method}, {} samples post-stratified on {} events: expected {} per event (previous order {})",
+                    st.drift_note
+                        .take()
+                        .map(|n| format!("{n}; "))
+                        .unwrap_or_default(),
+                    samples.len(),
+                    epochs
+                        .iter()
+                        .map(|e| e.stops.iter().sum::<u64>())
+                        .sum::<u64>(),
+                    micros(new_cost),
+                    micros(cur_cost)
+                );
+                let current = make_current(&d.steps, groups, &st.rates);
+                in_force = self.install(d, current, n_obs, reason);
+                st.drift = DriftState::default();
+                // Keep the counts of the order left (merged with an earlier
+                // period under the same order).
+                let left = epochs.pop().expect("the current epoch");
+                match st.archive.iter().position(|e| e.order == left.order) {
+                    Some(i) => {
+                        let mut e = st.archive.remove(i);
+                        for (a, b) in e.stops.iter_mut().zip(&left.stops) {
+                            *a += b;
+                        }
+                        st.archive.push(e);
+                    }
+                    None => st.archive.push(left),
+                }
+                if st.archive.len() > MAX_EPOCHS {
+                    st.archive.remove(0);
+                }
+                cost = new_cost;
+                changed = true;
+            }
+        }
+        st.expected_s = cost;
+        st.learning = was_learning && !learning_done;
+        self.set_rates(d, st, &in_force, Some(&pm));
+        self.schedule(st, n_obs, was_learning, learning_done, changed);
+    }
+
+    /// The next decision: during learning at 1/32, 1/16, …, 1/2 and all of
+    /// the warm-up; afterwards at an interval that doubles while the order
+    /// stays, and returns to its minimum after a change.
+    pub(super) fn schedule(
+        &self,
+        st: &mut State,
+        n_obs: u64,
+        was_learning: bool,
+        done: bool,
+        changed: bool,
+    ) {
+        let t = &self.tuning;
+        let warmup = t.warmup_events.max(1);
+        if was_learning && !done {
+            let since = n_obs.saturating_sub(st.phase_start);
+            let mut step = first_step(t);
+            while step <= since {
+                step *= 2;
+            }
+            st.next_decision = st.phase_start + step.min(warmup);
+            return;
+        }
+        st.learning = false;
+        if changed || was_learning {
+            st.stable = 0;
+            st.interval = t.min_interval.max(1);
+        } else {
+            st.stable += 1;
+            st.interval = (st.interval * 2).min(t.max_interval.max(1));
+        }
+        st.next_decision = n_obs + st.interval;
+    }
+
+    /// Sets the sampling rates and installs them with the plans in force.
+    ///
+    /// A step is *expensive* when measuring it after a rejection costs more
+    /// than measuring all cheaper steps together (or when it was never
+    /// measured). Sampled events measure every cheap step after a rejection:
+    /// their rate spends the budget (`sample_budget`, less once the order is
+    /// stable; half of it when there are expensive steps) of the expected
+    /// cost, within `[min_sample_rate, max_sample_rate]`, and every event
+    /// while learning. Each expensive step is measured after a rejection at
+    /// its own rate, an equal share of the other half of the budget, at most
+    /// the cheap steps' rate (nested: an event that measures an expensive
+    /// step measures every cheaper one).
+    pub(super) fn set_rates(&self, d: &Dyn, st: &mut State, cur: &Current, pm: Option<&PassModel>) {
+        let t = &self.tuning;
+        let n = d.steps.len();
+        let (lo, hi) = (t.min_sample_rate, t.max_sample_rate.max(t.min_sample_rate));
+        // Probability that the event was rejected before each step.
+        let mut after_reject = vec![0.5f64; n];
+        let mut expected = st.expected_s;
+        if let Some(pm) = pm {
+            let mut passed = 0u64;
+            for g in &cur.groups {
+                let reach = pm.pass(passed).clamp(0.0, 1.0);
+                for &j in g {
+                    after_reject[j] = 1.0 - reach;
+                }
+                for &j in g {
+                    passed |= 1 << j;
+                }
+            }
+            expected = pm.cost(&st.costs, &cur.groups);
+        }
+        // What measuring each step after a rejection costs per sampled
+        // event. From the costliest down, a step is expensive while that
+        // exceeds the total of all the steps that cost less (measuring it
+        // with them would at least halve their rate); a step never measured
+        // is expensive too.
+        let probe: Vec<f64> = (0..n).map(|j| st.costs[j] * after_reject[j]).collect();
+        let mut by_cost: Vec<usize> = (0..n).filter(|&j| st.cost_known[j]).collect();
+        by_cost.sort_by(|&a, &b| probe[b].total_cmp(&probe[a]));
+        let mut heavy: Vec<bool> = (0..n).map(|j| !st.cost_known[j]).collect();
+        let mut cheaper: f64 = by_cost.iter().map(|&j| probe[j]).sum();
+        for &j in &by_cost {
+            cheaper -= probe[j];
+            if probe[j] <= cheaper || cheaper <= 0.0 {
+                cheaper += probe[j];
+                break;
+            }
+            heavy[j] = true;
+        }
+        let n_heavy = heavy.iter().filter(|&&h| h).count();
+        let budget = t.sample_budget * stable_factor(st.stable);
+        let cheap_budget = if n_heavy > 0 { budget / 2.0 } else { budget };
+        let cheap_rate = if st.learning {
+            1.0
+        } else if cheaper > 0.0 {
+            (cheap_budget * expected / cheaper).clamp(lo, hi)
+        } else {
+            hi
+        };
+        for j in 0..n {
+            st.rates[j] = if !heavy[j] {
+                cheap_rate
+            } else if !st.cost_known[j] {
+                hi
+            } else {
+                heavy_rate(t, st.learning, budget, expected, probe[j], n_heavy).min(cheap_rate)
+            };
+        }
+        st.heavy = heavy;
+        st.probe = probe;
+        let current = make_current(&d.steps, cur.groups.clone(), &st.rates);
+        d.set_current(Arc::new(current));
+    }
+
+    /// Puts a new order in force: the plans, the lock-free copy of the
+    /// order, fresh stop counts, and the history entry.
+    pub(super) fn install(
+        &self,
+        d: &Dyn,
+        current: Current,
+        n_obs: u64,
+        reason: String,
+    ) -> Arc<Current> {
+        let order = current
+            .plan
+            .order()
+            .map(|m| self.labels[m].clone())
+            .collect();
+        let current = Arc::new(current);
+        d.set_current(current.clone());
+        for (slot, &i) in d.order_now.iter().zip(&current.order) {
+            slot.store(i, Relaxed);
+        }
+        d.stops.reset();
+        lock(&self.history).push(OrderChange {
+            path: d.name.clone(),
+            at_event: n_obs,
+            order,
+            reason,
+        });
+        current
+    }
+}

@@ -1,0 +1,400 @@
+//! [`OrderingPlanner`]: the `fixed`, `adaptive` and `hepframe` policies
+//! behind the engine's [`Planner`] interface.
+//!
+//! Hot paths (called per event or per module execution) touch only atomics
+//! and thread-local data: `plan` hashes the event index and clones an `Arc`
+//! from the thread's copy of the plans in force; `observe` adds one count
+//! per event to the thread's stripe (a decision vector to a small window for
+//! the sampled events); `wants_cost` selects every execution of a module
+//! until it has 64, then one in eight, which `observe_cost` records.
+//! Everything else happens at checkpoints, under a per-path mutex that
+//! observers only `try_lock`.
+//!
+//! `adaptive` estimates the joint pass distribution by *post-stratifying*
+//! the sampled decision vectors on the events' first rejecting step in the
+//! current order, whose distribution every event measures (see
+//! `docs/filter-ordering.md`).
+
+//!
+//! The files of this module, each one concept:
+//! * `stats`: the counters of the hot paths, the sampled decision vectors,
+//!   the pass model and the sampling rates (statistics and sampling);
+//! * `state`: the plans in force of each path and its checkpoint state;
+//! * `adaptive`: the checkpoint and the decision algorithms (the exact DP
+//!   over feasible prefix sets, the rank rule, A-Greedy, via `model`);
+//! * `drift`: the drift test and re-learning;
+//! * `hepframe`: the HEP-Frame baseline policy;
+//! * `report`: the planner's account for the job report.
+
+mod adaptive;
+mod drift;
+mod hepframe;
+mod report;
+mod state;
+mod stats;
+
+use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+
+use self::state::*;
+use self::stats::*;
+use super::model::Ideals;
+use super::policy::{OrderingOptions, Policy, Tuning};
+use crate::graph::{Graph, ModuleIdx, PathIdx};
+use crate::hash::mix;
+use crate::schedule::{OrderChange, PathOutcome, PathPlan, Planner};
+
+/// The planner of every path of a job; see the module documentation of
+/// [`ordering`](super).
+pub struct OrderingPlanner {
+    paths: Vec<Slot>,
+    /// Per module, per stripe: recorded running time (ns, at `2m`) and
+    /// executions (at `2m + 1`, the same cache line).
+    cost: Striped,
+    /// Per module (read-mostly): whether its running time is wanted
+    /// (`COST_NONE`, `COST_EVERY` execution, or one in `COST_STRIDE`); the
+    /// cap on recorded times (ns; 0: none yet), three times the current
+    /// estimate, so that a thread descheduled during a step does not
+    /// distort its cost.
+    cost_mode: Vec<AtomicU8>,
+    cost_cap_ns: Vec<AtomicU64>,
+    labels: Vec<String>,
+    /// Measured time spent in the planner itself (ns): the hot paths
+    /// extrapolated from one call in 256 with the clock's own cost
+    /// subtracted, and the checkpoints (decisions in thread CPU time).
+    hot_ns: AtomicI64,
+    decide_ns: AtomicI64,
+    history: Mutex<Vec<OrderChange>>,
+    tuning: Tuning,
+}
+
+impl OrderingPlanner {
+    pub fn new(graph: &Graph, options: &OrderingOptions) -> Self {
+        let n_modules = graph.modules.len();
+        let owners = private_owners(graph);
+        let mut wants = vec![false; n_modules];
+        let tuning = &options.tuning;
+        let paths = graph
+            .paths
+            .iter()
+            .enumerate()
+            .map(|(p, path)| {
+                let n = path.steps.len();
+                let policy = options.policy_of(path);
+                let mut preds = vec![0u64; n];
+                if n <= 64 {
+                    for &(a, b) in &path.precedence {
+                        preds[b] |= 1 << a;
+                    }
+                }
+                let initial = topological_written(&preds);
+                if policy == Policy::Fixed || !(2..=64).contains(&n) {
+                    let plan = if path.reorderable && n <= 64 {
+                        PathPlan::sequence(initial.iter().map(|&i| path.steps[i]))
+                    } else {
+                        PathPlan::sequence(path.steps.iter().copied())
+                    };
+                    return Slot::Static(Arc::new(plan));
+                }
+                let mut pos_of = vec![u8::MAX; n_modules];
+                for (i, &m) in path.steps.iter().enumerate() {
+                    pos_of[m] = i as u8;
+                }
+                let attributed: Vec<Vec<ModuleIdx>> = path
+                    .steps
+                    .iter()
+                    .map(|&s| {
+                        let mut list = vec![s];
+                        list.extend((0..n_modules).filter(|&m| owners[m] == Some(s) && m != s));
+                        list
+                    })
+                    .collect();
+                for list in &attributed {
+                    for &m in list {
+                        wants[m] = true;
+                    }
+                }
+                let groups: Vec<Vec<usize>> = initial.iter().map(|&i| vec![i]).collect();
+                // Before any cost is known: `hepframe` samples every event
+                // fully during its warm-up; `adaptive` treats every step as
+                // possibly expensive (measured after a rejection in one
+                // event in 16) until the first checkpoint measured it.
+                let first_rates = match policy {
+                    Policy::HepFrame => vec![1.0; n],
+                    _ => vec![tuning.max_sample_rate; n],
+                };
+                let current = make_current(&path.steps, groups, &first_rates);
+                let ideals = (policy == Policy::Adaptive)
+                    .then(|| Ideals::new(&preds, tuning.max_dp_states))
+                    .flatten();
+                Slot::Dynamic(Box::new(Dyn {
+                    name: path.name.clone(),
+                    policy,
+                    steps: path.steps.clone(),
+                    preds,
+                    pos_of,
+                    seed: mix(tuning.seed ^ mix(p as u64 + 1)),
+                    ideals,
+                    order_now: current.order.iter().map(|&i| AtomicU8::new(i)).collect(),
+                    current: RwLock::new(Arc::new(current)),
+                    id: NEXT_PATH_ID.fetch_add(1, Relaxed),
+                    generation: AtomicU64::new(0),
+                    observed: AtomicU64::new(0),
+                    next_check: AtomicU64::new(first_decision(policy, tuning)),
+                    stops: Striped::new(n + 1),
+                    reached: (0..n).map(|_| AtomicU64::new(0)).collect(),
+                    passed: (0..n).map(|_| AtomicU64::new(0)).collect(),
+                    samples: Mutex::new(Samples {
+                        ring: Vec::new(),
+                        next: 0,
+                        capacity: tuning.window.max(1),
+                        total: 0,
+                        extra_log: Vec::new(),
+                    }),
+                    state: Mutex::new(State {
+                        interval: tuning.min_interval.max(1),
+                        next_decision: first_decision(policy, tuning),
+                        decisions: 0,
+                        learning: true,
+                        phase_start: 0,
+                        cost_acc: attributed
+                            .iter()
+                            .map(|l| vec![CostAcc::default(); l.len()])
+                            .collect(),
+                        costs: vec![0.0; n],
+                        cost_known: vec![false; n],
+                        rates: first_rates,
+                        heavy: vec![true; n],
+                        probe: vec![0.0; n],
+                        hep_reached: vec![0.0; n],
+                        hep_passed: vec![0.0; n],
+                        expected_s: 0.0,
+                        drift_note: None,
+                        drift: DriftState::default(),
+                        stable: 0,
+                        archive: Vec::new(),
+                    }),
+                    attributed,
+                }))
+            })
+            .collect();
+        Self {
+            paths,
+            cost: Striped::new(2 * n_modules),
+            cost_mode: wants
+                .iter()
+                .map(|&w| AtomicU8::new(if w { COST_EVERY } else { COST_NONE }))
+                .collect(),
+            cost_cap_ns: (0..n_modules).map(|_| AtomicU64::new(0)).collect(),
+            labels: graph.modules.iter().map(|m| m.label.clone()).collect(),
+            hot_ns: AtomicI64::new(0),
+            decide_ns: AtomicI64::new(0),
+            history: Mutex::new(Vec::new()),
+            tuning: options.tuning.clone(),
+        }
+    }
+
+    /// Seconds spent in the planner: (statistics on the hot paths,
+    /// estimated from one call in 256 with the clock's cost subtracted;
+    /// decisions at checkpoints).
+    pub fn overhead_s(&self) -> (f64, f64) {
+        (
+            self.hot_ns.load(Relaxed).max(0) as f64 * 1e-9,
+            self.decide_ns.load(Relaxed).max(0) as f64 * 1e-9,
+        )
+    }
+
+    /// The order (module labels, in execution order) now in use on `path`.
+    pub fn current_order(&self, path: PathIdx) -> Vec<String> {
+        match &self.paths[path] {
+            Slot::Static(plan) => plan.order().map(|m| self.labels[m].clone()).collect(),
+            Slot::Dynamic(d) => {
+                let cur = read(&d.current);
+                cur.plan.order().map(|m| self.labels[m].clone()).collect()
+            }
+        }
+    }
+
+    /// Adds the time of one timed hot-path call, extrapolated to the calls
+    /// not timed. The clock's own cost is measured right after, in the same
+    /// conditions, by timing nothing, and subtracted (the difference is an
+    /// unbiased estimate of the call's cost even below the clock's
+    /// resolution); the two timings themselves count once, as they are
+    /// spent on this call only.
+    fn add_hot(&self, t0: Instant) {
+        let call = (t0.elapsed().as_nanos() as i64).min(HOT_CALL_CAP_NS);
+        let t1 = Instant::now();
+        let clock = (t1.elapsed().as_nanos() as i64).min(HOT_CALL_CAP_NS);
+        self.hot_ns.fetch_add(
+            (call - clock) * (TIMING_MASK as i64 + 1) + 2 * clock,
+            Relaxed,
+        );
+    }
+}
+
+impl Planner for OrderingPlanner {
+    fn plan(&self, path: PathIdx, event_index: u64) -> Arc<PathPlan> {
+        match &self.paths[path] {
+            Slot::Static(plan) => plan.clone(),
+            Slot::Dynamic(d) => {
+                let timed = (event_index & TIMING_MASK == 0).then(Instant::now);
+                let u = mix(event_index ^ d.seed);
+                let plan = d.cached_plan(u);
+                if let Some(t0) = timed {
+                    self.add_hot(t0);
+                }
+                plan
+            }
+        }
+    }
+
+    fn observe(&self, path: PathIdx, event_index: u64, outcome: &PathOutcome) {
+        let Slot::Dynamic(d) = &self.paths[path] else {
+            return;
+        };
+        let timed = (event_index & TIMING_MASK == 0).then(Instant::now);
+        let n = d.steps.len();
+        // The planner's clock: events are observed in about the order of
+        // their index.
+        let n_obs = event_index + 1;
+        let batch = outcome.counts.iter().any(Option::is_some);
+        if batch {
+            record_batch(d, outcome);
+        } else if d.policy == Policy::HepFrame {
+            for &(m, pass) in &outcome.steps {
+                let i = d.pos_of[m] as usize;
+                d.reached[i].fetch_add(1, Relaxed);
+                if pass {
+                    d.passed[i].fetch_add(1, Relaxed);
+                }
+            }
+        }
+        // The step that rejected the event, in the order in force (steps
+        // run in that order up to the first rejection).
+        let mut stop = n;
+        let mut consistent = true;
+        for (k, &(m, pass)) in outcome.steps.iter().enumerate() {
+            if d.order_now.get(k).map(|o| o.load(Relaxed)) != Some(d.pos_of[m]) {
+                consistent = false;
+                break;
+            }
+            if !pass {
+                stop = k;
+                break;
+            }
+        }
+        if !batch && consistent && (stop < n || outcome.steps.len() == n) {
+            d.stops.add(stop, 1);
+        }
+        if outcome.sampled {
+            let (mut known, mut pass, mut extra) = (0u64, 0u64, 0u64);
+            let mut rejected = false;
+            for &(m, p) in &outcome.steps {
+                let bit = 1u64 << d.pos_of[m];
+                known |= bit;
+                if p {
+                    pass |= bit;
+                }
+                if rejected {
+                    extra |= bit;
+                }
+                rejected |= !p;
+            }
+            let mut s = lock(&d.samples);
+            s.push(Sample { known, pass });
+            if extra != 0 && s.extra_log.len() < EXTRA_LOG_CAP {
+                s.extra_log.push((event_index, extra));
+            }
+        }
+        if let Some(t0) = timed {
+            d.observed.fetch_max(n_obs, Relaxed);
+            self.add_hot(t0);
+        }
+        if n_obs >= d.next_check.load(Relaxed) {
+            d.observed.fetch_max(n_obs, Relaxed);
+            self.checkpoint(d, n_obs);
+        }
+    }
+
+    /// Records an execution `wants_cost` selected: with weight 1 while
+    /// every execution of the module is recorded, else `COST_STRIDE`.
+    fn observe_cost(&self, module: ModuleIdx, seconds: f64) {
+        let timed = (thread_random() >> 32 & TIMING_MASK == 0).then(Instant::now);
+        let weight = match self.cost_mode[module].load(Relaxed) {
+            COST_NONE => 0,
+            COST_EVERY => 1,
+            _ => COST_STRIDE,
+        };
+        if weight > 0 {
+            let mut ns = (seconds * 1e9) as u64;
+            let cap = self.cost_cap_ns[module].load(Relaxed);
+            if cap > 0 {
+                ns = ns.min(cap);
+            }
+            self.cost.add(2 * module, ns * weight);
+            self.cost.add(2 * module + 1, weight);
+            if weight == 1 && self.cost.get(2 * module + 1) >= COST_EARLY_CALLS {
+                self.cost_mode[module].store(COST_STRIDED, Relaxed);
+            }
+        }
+        if let Some(t0) = timed {
+            self.add_hot(t0);
+        }
+    }
+
+    /// Every execution of a step (or of a producer only it needs) for its
+    /// first `COST_EARLY_CALLS` executions, then one in `COST_STRIDE`, at
+    /// random.
+    fn wants_cost(&self, module: ModuleIdx) -> bool {
+        let mode = self.cost_mode[module].load(Relaxed);
+        if mode == COST_NONE {
+            return false;
+        }
+        let r = thread_random();
+        let timed = (r >> 32 & TIMING_MASK == 0).then(Instant::now);
+        let wanted = mode == COST_EVERY || r & COST_STRIDE_MASK == 0;
+        if let Some(t0) = timed {
+            self.add_hot(t0);
+        }
+        wanted
+    }
+
+    fn history(&self) -> Vec<OrderChange> {
+        let mut out = lock(&self.history).clone();
+        for slot in &self.paths {
+            if let Slot::Dynamic(d) = slot {
+                out.push(self.final_entry(d));
+            }
+        }
+        out
+    }
+}
+
+/// A batch of events (a columnar analysis) whose steps narrowed it in the
+/// order in force: the events each step saw and rejected are stop counts of
+/// that order, and HEP-Frame's reached and passed counts. (A sampled batch
+/// still adds its batch-level pass vector to the samples: a step "passes" a
+/// batch when some event survives it.)
+fn record_batch(d: &Dyn, outcome: &PathOutcome) {
+    let n = d.steps.len();
+    let consistent = outcome
+        .steps
+        .iter()
+        .enumerate()
+        .all(|(k, &(m, _))| d.order_now.get(k).map(|o| o.load(Relaxed)) == Some(d.pos_of[m]));
+    for (k, &(m, _)) in outcome.steps.iter().enumerate() {
+        let (seen, passed) = outcome.step_counts(k);
+        if d.policy == Policy::HepFrame {
+            let i = d.pos_of[m] as usize;
+            d.reached[i].fetch_add(seen, Relaxed);
+            d.passed[i].fetch_add(passed, Relaxed);
+        }
+        if consistent {
+            d.stops.add(k, seen - passed);
+        }
+    }
+    if consistent && n > 0 && outcome.steps.len() == n {
+        d.stops.add(n, outcome.step_counts(n - 1).1);
+    }
+}

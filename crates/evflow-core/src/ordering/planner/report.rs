@@ -1,0 +1,92 @@
+//! The planner's account for the job report: the final entry of each
+//! path's ordering history.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use super::OrderingPlanner;
+use super::state::*;
+use super::stats::*;
+use crate::ordering::policy::Policy;
+use crate::schedule::OrderChange;
+
+impl OrderingPlanner {
+    pub(super) fn final_entry(&self, d: &Dyn) -> OrderChange {
+        let st = lock(&d.state);
+        let cur = read(&d.current).clone();
+        let (sampled, extra) = {
+            let s = lock(&d.samples);
+            // Steps run by sampled events beyond the regular plan, after
+            // the first 2% of the events (a warm-up of at most 2%).
+            let observed = d.observed.load(Relaxed);
+            let mut extra = vec![0u64; d.steps.len()];
+            for &(index, mask) in &s.extra_log {
+                if index >= observed / 50 {
+                    for (j, e) in extra.iter_mut().enumerate() {
+                        *e += mask >> j & 1;
+                    }
+                }
+            }
+            (s.total, extra)
+        };
+        let observed = d.observed.load(Relaxed);
+        let (hot, decide) = self.overhead_s();
+        let flow: Vec<String> = cur
+            .order
+            .iter()
+            .map(|&i| {
+                let i = i as usize;
+                format!("{} {}", self.labels[d.steps[i]], micros(st.costs[i]))
+            })
+            .collect();
+        let extra_list: Vec<String> = cur
+            .order
+            .iter()
+            .map(|&i| i as usize)
+            .filter(|&i| extra[i] > 0)
+            .map(|i| format!("{} {}", self.labels[d.steps[i]], extra[i]))
+            .collect();
+        let mut rates: Vec<(f64, Vec<&str>)> = Vec::new();
+        for &i in &cur.order {
+            let i = i as usize;
+            let r = st.rates[i];
+            match rates.iter_mut().find(|(x, _)| *x == r) {
+                Some((_, names)) => names.push(&self.labels[d.steps[i]]),
+                None => rates.push((r, vec![&self.labels[d.steps[i]]])),
+            }
+        }
+        rates.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let rates: Vec<String> = rates
+            .iter()
+            .map(|(r, names)| {
+                if names.len() > 3 {
+                    format!("{} for {} steps", percent(*r), names.len())
+                } else {
+                    format!("{} for {}", percent(*r), names.join(", "))
+                }
+            })
+            .collect();
+        OrderChange {
+            path: d.name.clone(),
+            at_event: observed,
+            order: cur.plan.order().map(|m| self.labels[m].clone()).collect(),
+            reason: format!(
+                "in use at the end ({} policy): {} decisions, {} sampled events ({:.2}%), {}; cost per step: {}; sampling after a rejection: {}; steps run by sampled events beyond the plan after the first 2% of the events: [{}]; planner time {:.3} ms (statistics {:.3} ms, decisions {:.3} ms)",
+                d.policy,
+                st.decisions,
+                sampled,
+                100.0 * sampled as f64 / observed.max(1) as f64,
+                if d.policy == Policy::Adaptive {
+                    format!("expected {} per event", micros(st.expected_s))
+                } else {
+                    "weights from pass rates on the events reaching each step".to_string()
+                },
+                flow.join(", "),
+                rates.join(", "),
+                extra_list.join(", "),
+                (hot + decide) * 1e3,
+                hot * 1e3,
+                decide * 1e3
+            ),
+        }
+    }
+}

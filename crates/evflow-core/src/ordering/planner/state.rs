@@ -1,0 +1,325 @@
+//! The state of each dynamic path: the plans in force (and each thread's
+//! copy of them), the checkpoint state, and how an order becomes plans.
+
+use std::cell::RefCell;
+use std::sync::atomic::{
+    AtomicU8, AtomicU64,
+    Ordering::{Acquire, Release},
+};
+use std::sync::{Arc, Mutex, RwLock};
+
+use super::stats::*;
+use crate::graph::{Graph, ModuleIdx};
+use crate::ordering::model::Ideals;
+use crate::ordering::policy::Policy;
+use crate::schedule::PathPlan;
+
+pub(super) enum Slot {
+    Static(Arc<PathPlan>),
+    Dynamic(Box<Dyn>),
+}
+
+/// The plans in force for a dynamic path.
+pub(super) struct Current {
+    /// Groups of step positions.
+    pub(super) groups: Vec<Vec<usize>>,
+    /// Flattened order of positions, as `u8`.
+    pub(super) order: Vec<u8>,
+    pub(super) plan: Arc<PathPlan>,
+    /// Sampled plans by ascending threshold: an event whose hash `u` is
+    /// below the last threshold is sampled, with the plan of the first
+    /// threshold above `u`. Each plan measures, after a rejection, the
+    /// steps whose own threshold is at least its own (nested samples).
+    pub(super) sampled: Vec<(u64, Arc<PathPlan>)>,
+}
+
+pub(super) struct Dyn {
+    pub(super) name: String,
+    pub(super) policy: Policy,
+    pub(super) steps: Vec<ModuleIdx>,
+    pub(super) preds: Vec<u64>,
+    /// Position of each module of the graph on this path (`u8::MAX`: none).
+    pub(super) pos_of: Vec<u8>,
+    /// Per position: the modules whose running time counts as the step's
+    /// (the step and the producers only it needs).
+    pub(super) attributed: Vec<Vec<ModuleIdx>>,
+    pub(super) seed: u64,
+    /// The feasible prefix sets, for the exact search (`None`: too many,
+    /// A-Greedy).
+    pub(super) ideals: Option<Ideals>,
+    pub(super) current: RwLock<Arc<Current>>,
+    /// Process-unique identity (key of the threads' plan caches) and the
+    /// number of times `current` was replaced.
+    pub(super) id: u64,
+    pub(super) generation: AtomicU64,
+    /// The order in force (positions), readable without the lock.
+    pub(super) order_now: Vec<AtomicU8>,
+    /// The highest event index seen plus one (updated on one event in 256
+    /// and at checkpoints: the count of events observed, about).
+    pub(super) observed: AtomicU64,
+    pub(super) next_check: AtomicU64,
+    /// Events since the order was installed, by the position (in that
+    /// order) of the step that rejected them; index `n`: accepted.
+    pub(super) stops: Striped,
+    /// `hepframe`: per position, events that ran the step and that passed.
+    pub(super) reached: Vec<AtomicU64>,
+    pub(super) passed: Vec<AtomicU64>,
+    pub(super) samples: Mutex<Samples>,
+    pub(super) state: Mutex<State>,
+}
+
+pub(super) static NEXT_PATH_ID: AtomicU64 = AtomicU64::new(0);
+
+/// A thread's copy of the plans of one dynamic path, so that `plan` clones
+/// an `Arc` no other thread touches (and takes no lock).
+pub(super) struct CachedPlans {
+    pub(super) id: u64,
+    pub(super) generation: u64,
+    pub(super) plan: Arc<PathPlan>,
+    pub(super) sampled: Vec<(u64, Arc<PathPlan>)>,
+}
+
+/// Paths whose plans a thread keeps (the least recently refreshed goes).
+pub(super) const PLAN_CACHE_PATHS: usize = 16;
+
+thread_local! {
+    static PLAN_CACHE: RefCell<Vec<CachedPlans>> = const { RefCell::new(Vec::new()) };
+}
+
+impl Dyn {
+    pub(super) fn set_current(&self, current: Arc<Current>) {
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = current;
+        self.generation.fetch_add(1, Release);
+    }
+
+    /// The plan for an event whose hash is `u`, from the thread's copy of
+    /// the plans in force.
+    pub(super) fn cached_plan(&self, u: u64) -> Arc<PathPlan> {
+        let generation = self.generation.load(Acquire);
+        let pick = |c: &CachedPlans| match c.sampled.iter().find(|(limit, _)| u < *limit) {
+            Some((_, plan)) => plan.clone(),
+            None => c.plan.clone(),
+        };
+        PLAN_CACHE.with(|cache| {
+            let mut cache = cache.borrow_mut();
+            if let Some(c) = cache
+                .iter()
+                .find(|c| c.id == self.id && c.generation == generation)
+            {
+                return pick(c);
+            }
+            let fresh = {
+                let cur = read(&self.current);
+                CachedPlans {
+                    id: self.id,
+                    generation,
+                    plan: Arc::new((*cur.plan).clone()),
+                    sampled: cur
+                        .sampled
+                        .iter()
+                        .map(|(limit, plan)| (*limit, Arc::new((**plan).clone())))
+                        .collect(),
+                }
+            };
+            let plan = pick(&fresh);
+            cache.retain(|c| c.id != self.id);
+            if cache.len() >= PLAN_CACHE_PATHS {
+                cache.remove(0);
+            }
+            cache.push(fresh);
+            plan
+        })
+    }
+}
+
+/// Checkpoint state of a dynamic path.
+pub(super) struct State {
+    pub(super) interval: u64,
+    pub(super) next_decision: u64,
+    pub(super) decisions: u64,
+    /// In warm-up (or re-learning after a drift): every event is sampled.
+    pub(super) learning: bool,
+    /// Events observed when the learning phase began.
+    pub(super) phase_start: u64,
+    /// Per position and attributed module: decayed (ns, executions) and the
+    /// cumulative totals seen last time.
+    pub(super) cost_acc: Vec<Vec<CostAcc>>,
+    pub(super) costs: Vec<f64>,
+    /// Per position: whether the step's cost was measured yet.
+    pub(super) cost_known: Vec<bool>,
+    /// Per position: the sampling rate after a rejection in force, whether
+    /// the step counts as expensive to sample, and what sampling it costs
+    /// per sampled event.
+    pub(super) rates: Vec<f64>,
+    pub(super) heavy: Vec<bool>,
+    pub(super) probe: Vec<f64>,
+    /// `hepframe`: decayed pass rate estimates per position.
+    pub(super) hep_reached: Vec<f64>,
+    pub(super) hep_passed: Vec<f64>,
+    pub(super) expected_s: f64,
+    pub(super) drift_note: Option<String>,
+    pub(super) drift: DriftState,
+    /// Decisions in a row that kept the order (after learning).
+    pub(super) stable: u32,
+    /// Stop counts of the orders in force before the current one (most
+    /// recent last; merged by order), since the last drift.
+    pub(super) archive: Vec<Epoch>,
+}
+
+/// The plans of an order: the regular one, and one sampled plan per
+/// distinct sampling rate (`rates`, per position: the rate at which a step
+/// runs after a rejection; 0: only as part of the regular plan).
+pub(super) fn make_current(steps: &[ModuleIdx], groups: Vec<Vec<usize>>, rates: &[f64]) -> Current {
+    let module_groups: Vec<Vec<ModuleIdx>> = groups
+        .iter()
+        .map(|g| g.iter().map(|&i| steps[i]).collect())
+        .collect();
+    let thresholds: Vec<u64> = rates.iter().map(|&r| rate_threshold(r)).collect();
+    let mut levels: Vec<u64> = thresholds.iter().copied().filter(|&t| t > 0).collect();
+    levels.sort_unstable();
+    levels.dedup();
+    let sampled = levels
+        .iter()
+        .map(|&limit| {
+            let skip: Vec<bool> = groups
+                .iter()
+                .map(|g| g.iter().all(|&j| thresholds[j] < limit))
+                .collect();
+            let plan = PathPlan {
+                groups: module_groups.clone(),
+                evaluate_all: true,
+                skip_after_reject: if skip.iter().any(|&s| s) {
+                    skip
+                } else {
+                    Vec::new()
+                },
+            };
+            (limit, Arc::new(plan))
+        })
+        .collect();
+    Current {
+        order: groups.iter().flatten().map(|&i| i as u8).collect(),
+        plan: Arc::new(PathPlan {
+            groups: module_groups,
+            evaluate_all: false,
+            skip_after_reject: Vec::new(),
+        }),
+        sampled,
+        groups,
+    }
+}
+
+/// The written order, minimally changed to respect the constraints: the
+/// earliest-written available step first.
+pub(super) fn topological_written(preds: &[u64]) -> Vec<usize> {
+    let n = preds.len();
+    let mut placed = 0u64;
+    let mut order = Vec::with_capacity(n);
+    while order.len() < n {
+        let Some(j) = (0..n).find(|&j| placed & 1 << j == 0 && preds[j] & !placed == 0) else {
+            // A cycle cannot reach here (compile rejects it); keep the rest.
+            order.extend((0..n).filter(|&j| placed & 1 << j == 0));
+            break;
+        };
+        order.push(j);
+        placed |= 1 << j;
+    }
+    order
+}
+
+/// Splits an order into groups: consecutive steps costing at least
+/// `threshold` seconds, none constrained by another, form one group.
+pub(super) fn group_expensive(
+    order: &[usize],
+    costs: &[f64],
+    preds: &[u64],
+    threshold: Option<f64>,
+) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let Some(threshold) = threshold else {
+        return order.iter().map(|&j| vec![j]).collect();
+    };
+    for &j in order {
+        if let Some(last) = groups.last_mut() {
+            let expensive = |k: usize| costs[k] >= threshold;
+            if expensive(j)
+                && last.iter().all(|&k| expensive(k))
+                && last.iter().all(|&k| preds[j] & 1 << k == 0)
+            {
+                last.push(j);
+                continue;
+            }
+        }
+        groups.push(vec![j]);
+    }
+    groups
+}
+
+/// For each module: the one path step or end-path module that needs it
+/// (directly or through products), when exactly one does.
+pub(super) fn private_owners(graph: &Graph) -> Vec<Option<ModuleIdx>> {
+    let n = graph.modules.len();
+    let mut owner: Vec<Option<ModuleIdx>> = vec![None; n];
+    let mut shared = vec![false; n];
+    let mut roots: Vec<ModuleIdx> = graph
+        .paths
+        .iter()
+        .flat_map(|p| p.steps.iter().copied())
+        .chain(graph.end_steps.iter().map(|e| e.module))
+        .collect();
+    roots.sort_unstable();
+    roots.dedup();
+    for &root in &roots {
+        let mut seen = vec![false; n];
+        let mut stack = graph.modules[root].prereqs.clone();
+        while let Some(m) = stack.pop() {
+            if std::mem::replace(&mut seen[m], true) {
+                continue;
+            }
+            match owner[m] {
+                None if !shared[m] => owner[m] = Some(root),
+                Some(o) if o != root => {
+                    owner[m] = None;
+                    shared[m] = true;
+                }
+                _ => {}
+            }
+            stack.extend(graph.modules[m].prereqs.iter().copied());
+        }
+    }
+    // A module that is itself a root is not a private producer of another.
+    for &root in &roots {
+        owner[root] = None;
+    }
+    owner
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub(super) fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grouping_keeps_constrained_and_cheap_steps_apart() {
+        let costs = [1.0, 5.0, 6.0, 7.0, 0.1];
+        let preds = [0, 0, 0, 1 << 2, 0];
+        let g = group_expensive(&[0, 1, 2, 3, 4], &costs, &preds, Some(2.0));
+        assert_eq!(g, vec![vec![0], vec![1, 2], vec![3], vec![4]]);
+        let g = group_expensive(&[0, 1], &costs, &preds, None);
+        assert_eq!(g, vec![vec![0], vec![1]]);
+    }
+
+    #[test]
+    fn written_order_is_repaired_minimally() {
+        // Step 0 must run after step 2.
+        assert_eq!(topological_written(&[1 << 2, 0, 0]), vec![1, 2, 0]);
+        assert_eq!(topological_written(&[0, 1, 2]), vec![0, 1, 2]);
+    }
+}

@@ -1,0 +1,468 @@
+//! `Job`: the Python-facing description of an analysis (source, modules,
+//! paths), turned into an evflow-core process and run with the GIL
+//! released.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::Duration;
+
+use evflow_core::{
+    Concurrency, ErrorPolicy, ExecutorKind, JobError, ModuleDesc, PathDesc, Process, RunError,
+    RunOptions, Source,
+};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use crate::batch::Shared;
+use crate::modules::{PyCall, PyEndModule, PyFilter, PyProducer};
+use evflow_core::ordering::{OrderingOptions, Policy};
+
+/// Name of the end path holding the Python analyzers and outputs.
+const END_PATH: &str = "evflow.end";
+
+struct ModuleSpec {
+    kind: String,
+    label: String,
+    runner: Py<PyAny>,
+    consumes: Vec<String>,
+    produces: Vec<String>,
+    concurrency: Concurrency,
+    path: usize,
+    step: usize,
+    after: Option<Vec<usize>>,
+    needs_all: bool,
+}
+
+enum SourceSpec {
+    Python {
+        reader: Py<PyAny>,
+        description: String,
+    },
+    Parquet(crate::parquet::ParquetSpec),
+}
+
+/// A job under construction: the source, the modules and the paths.
+#[pyclass(module = "evflow._evflow")]
+pub(crate) struct Job {
+    name: String,
+    source: Option<SourceSpec>,
+    modules: Vec<ModuleSpec>,
+    paths: Vec<PathDesc>,
+}
+
+fn concurrency(kind: &str, resources: Vec<String>) -> PyResult<Concurrency> {
+    match kind {
+        "shared" => Ok(Concurrency::Shared),
+        "serial" => Ok(Concurrency::Serial),
+        "exclusive" => Ok(Concurrency::Exclusive(resources)),
+        other => Err(PyValueError::new_err(format!(
+            "concurrency must be 'shared', 'serial' or 'exclusive', not {other:?}"
+        ))),
+    }
+}
+
+#[pymethods]
+impl Job {
+    #[new]
+    fn new(name: String) -> Self {
+        Self {
+            name,
+            source: None,
+            modules: Vec::new(),
+            paths: Vec::new(),
+        }
+    }
+
+    /// Sets a Python reader: an object with `next_batch()` returning a
+    /// `BatchData` or `None` at the end.
+    fn set_python_source(&mut self, reader: Py<PyAny>, description: String) {
+        self.source = Some(SourceSpec::Python {
+            reader,
+            description,
+        });
+    }
+
+    /// Sets the native Parquet reader: `build(columns) -> BatchData` makes
+    /// the Python batch from decoded buffers (see `parquet.rs`).
+    #[pyo3(signature = (files, columns, step_size, build, prefetch=2, entry_stop=None))]
+    fn set_parquet_source(
+        &mut self,
+        files: Vec<String>,
+        columns: Vec<String>,
+        step_size: usize,
+        build: Py<PyAny>,
+        prefetch: usize,
+        entry_stop: Option<u64>,
+    ) -> PyResult<()> {
+        if step_size == 0 {
+            return Err(PyValueError::new_err("step_size must be positive"));
+        }
+        self.source = Some(SourceSpec::Parquet(crate::parquet::ParquetSpec {
+            files,
+            columns,
+            step_size,
+            build,
+            prefetch: prefetch.max(1),
+            entry_stop,
+        }));
+        Ok(())
+    }
+
+    /// Adds one engine module. `consumes` are engine product tags
+    /// (`label:instance`) besides the batch itself. A producer with
+    /// `needs_all` computes on every event of a batch (some consumer reads
+    /// all events), otherwise on the events some path still holds.
+    #[pyo3(signature = (kind, label, runner, consumes, produces, concurrency="shared", resources=Vec::new(), path=0, step=0, after=None, needs_all=true))]
+    #[allow(clippy::too_many_arguments)]
+    fn add_module(
+        &mut self,
+        kind: String,
+        label: String,
+        runner: Py<PyAny>,
+        consumes: Vec<String>,
+        produces: Vec<String>,
+        concurrency: &str,
+        resources: Vec<String>,
+        path: usize,
+        step: usize,
+        after: Option<Vec<usize>>,
+        needs_all: bool,
+    ) -> PyResult<()> {
+        if !matches!(kind.as_str(), "producer" | "filter" | "analyzer" | "output") {
+            return Err(PyValueError::new_err(format!(
+                "unknown module kind {kind:?}"
+            )));
+        }
+        let concurrency = self::concurrency(concurrency, resources)?;
+        self.modules.push(ModuleSpec {
+            kind,
+            label,
+            runner,
+            consumes,
+            produces,
+            concurrency,
+            path,
+            step,
+            after,
+            needs_all,
+        });
+        Ok(())
+    }
+
+    /// Adds a path: engine labels of its filter steps, in written order;
+    /// a reorderable path lets the engine choose the order, within the
+    /// `(label, must_run_after_label)` constraints.
+    #[pyo3(signature = (name, labels, reorderable=false, after=Vec::new()))]
+    fn add_path(
+        &mut self,
+        name: String,
+        labels: Vec<String>,
+        reorderable: bool,
+        after: Vec<(String, String)>,
+    ) {
+        let mut path = PathDesc::new(name, labels).reorderable(reorderable);
+        for (later, earlier) in after {
+            path = path.after(later, earlier);
+        }
+        self.paths.push(path);
+    }
+
+    /// Runs the job; returns a dict with `ok`, `report` (JSON text), `error`,
+    /// `cause`, `interrupted`, `records`, `batches` and `failed`.
+    #[pyo3(signature = (union, intersect, weight_sum, threads=1, events_in_flight=2, sequential=false, skip_failed=false, progress=None, interval_s=0.2, on_batch_failed=None, trace=false, filter_order=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn run<'py>(
+        &mut self,
+        py: Python<'py>,
+        union: Py<PyAny>,
+        intersect: Py<PyAny>,
+        weight_sum: Py<PyAny>,
+        threads: usize,
+        events_in_flight: usize,
+        sequential: bool,
+        skip_failed: bool,
+        progress: Option<Py<PyAny>>,
+        interval_s: f64,
+        on_batch_failed: Option<Py<PyAny>>,
+        trace: bool,
+        filter_order: Option<String>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let planner = match filter_order {
+            None => None,
+            Some(name) => {
+                let policy: Policy = name.parse().map_err(PyValueError::new_err)?;
+                Some(OrderingOptions::new(policy).factory())
+            }
+        };
+        let Some(source_spec) = self.source.take() else {
+            return Err(PyValueError::new_err("the process has no source"));
+        };
+        let shared = Arc::new(Shared::new(
+            self.paths.len(),
+            union,
+            intersect,
+            weight_sum,
+            skip_failed,
+            on_batch_failed,
+        ));
+        let source: Box<dyn Source> = match source_spec {
+            SourceSpec::Python {
+                reader,
+                description,
+            } => Box::new(crate::source::PySource {
+                reader,
+                shared: shared.clone(),
+                next_index: 0,
+                description,
+            }),
+            SourceSpec::Parquet(spec) => {
+                Box::new(crate::parquet::ParquetSource::new(spec, shared.clone()))
+            }
+        };
+        let mut process = Process::new(self.name.clone());
+        process.set_boxed_source(source);
+        let mut end = Vec::new();
+        for m in std::mem::take(&mut self.modules) {
+            let call = PyCall {
+                runner: m.runner,
+                n_inputs: m.consumes.len(),
+                shared: shared.clone(),
+            };
+            let consumes = std::iter::once("source:batch".to_string()).chain(m.consumes);
+            let desc = match m.kind.as_str() {
+                "producer" => ModuleDesc::producer(
+                    m.label.clone(),
+                    PyProducer {
+                        call,
+                        produces: m.produces.clone(),
+                        needs_all: m.needs_all,
+                    },
+                )
+                .produces(m.produces),
+                "filter" => ModuleDesc::filter(
+                    m.label.clone(),
+                    PyFilter {
+                        call,
+                        path: m.path,
+                        step: m.step,
+                    },
+                ),
+                "analyzer" => {
+                    end.push(m.label.clone());
+                    ModuleDesc::analyzer(
+                        m.label.clone(),
+                        PyEndModule {
+                            call,
+                            after: m.after,
+                        },
+                    )
+                }
+                _ => {
+                    end.push(m.label.clone());
+                    ModuleDesc::output(
+                        m.label.clone(),
+                        PyEndModule {
+                            call,
+                            after: m.after,
+                        },
+                    )
+                }
+            };
+            process.add(desc.consumes(consumes).concurrency(m.concurrency));
+        }
+        for path in std::mem::take(&mut self.paths) {
+            process.add_path(path);
+        }
+        if !end.is_empty() {
+            process.end_path(END_PATH, end);
+        }
+
+        // `..default()` keeps this compiling when the engine gains options.
+        #[allow(clippy::needless_update)]
+        let options = RunOptions {
+            threads: threads.max(1),
+            events_in_flight: events_in_flight.max(1),
+            executor: if sequential {
+                ExecutorKind::Sequential
+            } else {
+                ExecutorKind::Threaded
+            },
+            on_error: if skip_failed {
+                ErrorPolicy::SkipEvent
+            } else {
+                ErrorPolicy::Fail
+            },
+            trace,
+            progress: None,
+            planner,
+            ..RunOptions::default()
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        let engine = std::thread::Builder::new()
+            .name("evflow-engine".into())
+            .spawn(move || {
+                let result = evflow_core::run(process, &options);
+                let _ = tx.send(result);
+            })
+            .map_err(|e| PyRuntimeError::new_err(format!("cannot start the engine thread: {e}")))?;
+
+        let rx = std::sync::Mutex::new(rx);
+        let interval = Duration::from_secs_f64(interval_s.clamp(0.01, 10.0));
+        let mut interrupted: Option<PyErr> = None;
+        let mut progress_error: Option<PyErr> = None;
+        let result = loop {
+            match py.detach(|| {
+                rx.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .recv_timeout(interval)
+            }) {
+                Ok(result) => break Some(result),
+                Err(RecvTimeoutError::Disconnected) => break None,
+                Err(RecvTimeoutError::Timeout) => {
+                    if interrupted.is_none()
+                        && let Err(e) = py.check_signals()
+                    {
+                        shared.cancel.store(true, Ordering::SeqCst);
+                        interrupted = Some(e);
+                    }
+                    if let Some(cb) = &progress
+                        && progress_error.is_none()
+                    {
+                        let done = (
+                            shared.batches_done.load(Ordering::Relaxed),
+                            shared.events_done.load(Ordering::Relaxed),
+                        );
+                        if let Err(e) = cb.bind(py).call1(done) {
+                            shared.cancel.store(true, Ordering::SeqCst);
+                            progress_error = Some(e);
+                        }
+                    }
+                }
+            }
+        };
+        let _ = py.detach(|| engine.join());
+        if let Some(e) = progress_error {
+            return Err(e);
+        }
+
+        let out = PyDict::new(py);
+        let (ok, report, error) = match result {
+            None => (
+                false,
+                None,
+                Some((
+                    "executor",
+                    String::new(),
+                    None,
+                    "the engine thread panicked".to_string(),
+                )),
+            ),
+            Some(Ok(report)) => (true, Some(report), None),
+            Some(Err(RunError::Config(e))) => (
+                false,
+                None,
+                Some(("config", String::new(), None, e.to_string())),
+            ),
+            Some(Err(RunError::Failed { error, report })) => {
+                let e = match error {
+                    JobError::Module {
+                        module,
+                        event,
+                        message,
+                    } => (
+                        "module",
+                        module,
+                        Some(event.event.saturating_sub(1)),
+                        message,
+                    ),
+                    JobError::Source { message } => ("source", String::new(), None, message),
+                    JobError::Transition {
+                        module,
+                        transition,
+                        message,
+                    } => (
+                        "transition",
+                        module,
+                        None,
+                        format!("{transition}: {message}"),
+                    ),
+                    JobError::Executor(message) => ("executor", String::new(), None, message),
+                };
+                (false, Some(*report), Some(e))
+            }
+        };
+        out.set_item("ok", ok && interrupted.is_none())?;
+        out.set_item("interrupted", interrupted.is_some())?;
+        let report_json = match &report {
+            Some(r) => Some(
+                serde_json::to_string(r)
+                    .map_err(|e| PyRuntimeError::new_err(format!("report serialization: {e}")))?,
+            ),
+            None => None,
+        };
+        out.set_item("report", report_json)?;
+        let trace_json = match &report {
+            Some(r) if trace => Some(
+                serde_json::to_string(&r.chrome_trace())
+                    .map_err(|e| PyRuntimeError::new_err(format!("trace serialization: {e}")))?,
+            ),
+            _ => None,
+        };
+        out.set_item("trace", trace_json)?;
+        match error {
+            Some((kind, module, batch, message)) => {
+                let d = PyDict::new(py);
+                d.set_item("kind", kind)?;
+                d.set_item("module", module)?;
+                d.set_item("batch", batch)?;
+                d.set_item("message", message)?;
+                out.set_item("error", d)?;
+            }
+            None => out.set_item("error", py.None())?,
+        }
+        let cause = shared
+            .first_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        out.set_item("cause", cause.map(|e| e.into_value(py)))?;
+
+        let records = PyList::empty(py);
+        let mut recs = shared
+            .records
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        recs.sort_by_key(|r| (r.batch, r.path, r.position));
+        for r in recs {
+            records.append((
+                r.batch, r.path, r.step, r.position, r.seen, r.passed, r.w_seen, r.w_passed,
+            ))?;
+        }
+        out.set_item("records", records)?;
+        let mut batches = shared
+            .batches
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        batches.sort_by_key(|b| b.0);
+        out.set_item("batches", batches)?;
+        let mut finals = shared
+            .finals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        finals.sort_by_key(|f| f.0);
+        out.set_item("finals", finals)?;
+        let mut failed = shared
+            .failed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        failed.sort_unstable();
+        out.set_item("failed", failed)?;
+        Ok(out)
+    }
+}

@@ -1,0 +1,42 @@
+//! [`SimOptions`]: the simulated machine and the planner.
+
+/// How to simulate.
+#[derive(Clone)]
+pub struct SimOptions {
+    /// Cores (threads) of the simulated machine.
+    pub cores: usize,
+    pub events_in_flight: usize,
+    /// Scheduling overhead added to every module execution, in seconds
+    /// (measured by `bench/core.py` benchmark 1: a few hundred ns).
+    pub overhead_s: f64,
+    /// Time to read one event from the source.
+    pub read_s: f64,
+    /// Order reorderable paths with this planner (default: written order).
+    pub planner: Option<evflow_core::PlannerFactory>,
+    /// Record every simulated module execution in `report.trace`.
+    pub trace: bool,
+}
+
+impl std::fmt::Debug for SimOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimOptions")
+            .field("cores", &self.cores)
+            .field("events_in_flight", &self.events_in_flight)
+            .field("overhead_s", &self.overhead_s)
+            .field("read_s", &self.read_s)
+            .finish()
+    }
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        Self {
+            cores: 1,
+            events_in_flight: 1,
+            overhead_s: 0.0,
+            read_s: 0.0,
+            planner: None,
+            trace: false,
+        }
+    }
+}

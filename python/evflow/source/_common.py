@@ -1,0 +1,92 @@
+"""What every source kind shares: the :class:`Source` interface, file lists,
+missing-column errors, and size settings."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigurationError, MissingBranchError
+
+if TYPE_CHECKING:
+    from .._runtime import BatchData
+
+PathLike = str | os.PathLike[str]
+
+
+def _files(files: PathLike | Iterable[PathLike]) -> list[str]:
+    out = [os.fspath(files)] if isinstance(files, str | os.PathLike) else [os.fspath(f) for f in files]
+    if not out:
+        raise ConfigurationError("the source has no input file")
+    return out
+
+
+def _missing(column: str, available: Iterable[str], where: str) -> MissingBranchError:
+    hint = difflib.get_close_matches(column, list(available), n=1)
+    extra = f"; did you mean '{hint[0]}'?" if hint else ""
+    return MissingBranchError(f"branch '{column}' not found in {where}{extra}")
+
+
+class Source(ABC):
+    """Base class of sources. A subclass provides :meth:`columns`,
+    :meth:`reader` and :meth:`describe`; the native Parquet source is set up
+    by the process itself."""
+
+    step_size: int
+    max_events: int | None
+
+    @abstractmethod
+    def check(self, columns: Sequence[str]) -> None:
+        """Raises a clear :class:`~evflow.errors.InputError` when an input is
+        missing or lacks one of ``columns``."""
+
+    @abstractmethod
+    def reader(self, columns: Sequence[str], weight: str | None) -> Any:
+        """An object with ``next_batch() -> BatchData | None``."""
+
+    def total_events(self) -> int | None:
+        """Number of events the source will deliver, if known."""
+        return None
+
+    @abstractmethod
+    def describe(self) -> str: ...
+
+
+class _IterReader:
+    """Adapts an iterator of BatchData to ``next_batch()``."""
+
+    def __init__(self, it: Iterator[BatchData]) -> None:
+        self._it = it
+
+    def next_batch(self) -> BatchData | None:
+        return next(self._it, None)
+
+
+Setting = int | str
+
+
+def _setting(value: Setting, what: str) -> int | None:
+    """``"auto"`` -> None, else a positive int."""
+    if value == "auto":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"{what} must be a positive integer or 'auto', not {value!r}")
+    return value
+
+
+def _memory(value: int | str) -> int:
+    if isinstance(value, int) and value > 0:
+        return value
+    if isinstance(value, str):
+        units = {"KB": 2**10, "MB": 2**20, "GB": 2**30, "B": 1}
+        v = value.strip().upper().replace("IB", "B")
+        for suffix, mult in units.items():
+            if v.endswith(suffix):
+                try:
+                    return int(float(v[: -len(suffix)]) * mult)
+                except ValueError:
+                    break
+    raise ConfigurationError(f"read_memory must be bytes (int) or like '512MB', not {value!r}")

@@ -1,0 +1,201 @@
+"""ROOT files, read with uproot."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigurationError, InputError, MissingFileError, MissingTreeError
+
+if TYPE_CHECKING:
+    from .._runtime import BatchData
+
+from ._common import PathLike, Setting, Source, _files, _missing
+from ._readahead import ReadBalancer, _ReadAhead
+
+
+def _cluster_steps(boundaries: Sequence[int], step: int, start: int, stop: int) -> list[tuple[int, int]]:
+    """Groups whole clusters ``[b_i, b_i+1)`` into steps of about ``step``
+    entries (inside ``[start, stop)``); a cluster much larger than ``step``
+    is split into equal parts."""
+    cuts = sorted({b for b in boundaries if start < b < stop} | {start, stop})
+    steps: list[tuple[int, int]] = []
+    lo = cuts[0]
+    for hi in cuts[1:]:
+        if hi - lo >= step:
+            steps.append((lo, hi))
+            lo = hi
+    if lo < stop:
+        steps.append((lo, stop))
+    out: list[tuple[int, int]] = []
+    for a, b in steps:
+        parts = max(1, round((b - a) / step))
+        edges = [a + (b - a) * i // parts for i in range(parts + 1)]
+        out.extend((edges[i], edges[i + 1]) for i in range(parts) if edges[i + 1] > edges[i])
+    return out
+
+
+#: Recently opened TTrees, by (file, tree): (mtime and size when opened, tree).
+_TREES: OrderedDict[tuple[str, str], tuple[tuple[int, int], Any]] = OrderedDict()
+_TREES_KEPT = 8
+_TREES_LOCK = threading.Lock()
+
+
+class RootSource(Source):
+    """Batches of a TTree in one or more ROOT files, read with uproot.
+
+    Steps follow the tree's clusters (the entry ranges whose baskets all
+    branches share), so each basket is decompressed once. Steps are read
+    ahead of the engine on worker threads (``read_workers``, at most
+    ``prefetch`` steps ahead), which :attr:`balancer` (a
+    :class:`ReadBalancer`) adapts at run time unless both are fixed.
+    """
+
+    def __init__(
+        self,
+        files: PathLike | Iterable[PathLike],
+        tree: str = "Events",
+        step_size: int = 100_000,
+        max_events: int | None = None,
+        *,
+        read_workers: Setting = "auto",
+        prefetch: Setting = "auto",
+        read_memory: int | str = "512MB",
+    ) -> None:
+        if step_size <= 0:
+            raise ConfigurationError(f"step_size must be positive, not {step_size}")
+        self.files = _files(files)
+        self.tree = tree
+        self.step_size = int(step_size)
+        self.max_events = max_events
+        self.read_workers = read_workers
+        self.prefetch = prefetch
+        self.read_memory = read_memory
+        self.balancer = ReadBalancer(read_workers, prefetch, memory=read_memory)
+
+    def _open(self, path: str) -> Any:
+        """The TTree of ``path`` (opened once while the file is unchanged:
+        reading the metadata of a tree with many branches takes a while)."""
+        try:
+            st = os.stat(path)
+            key = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            key = None
+        cache_key = (os.path.abspath(path), self.tree)
+        with _TREES_LOCK:
+            cached = _TREES.get(cache_key)
+            if cached is not None and cached[0] == key:
+                _TREES.move_to_end(cache_key)
+                return cached[1]
+        tree = self._open_tree(path)
+        if key is not None:
+            with _TREES_LOCK:
+                _TREES[cache_key] = (key, tree)
+                while len(_TREES) > _TREES_KEPT:
+                    _TREES.popitem(last=False)
+        return tree
+
+    def _open_tree(self, path: str) -> Any:
+        import uproot
+
+        if not os.path.exists(path):
+            raise MissingFileError(f"ROOT file '{path}' does not exist")
+        try:
+            f = uproot.open(path)
+        except Exception as e:
+            raise InputError(f"cannot open ROOT file '{path}': {type(e).__name__}: {e}") from e
+        try:
+            t = f[self.tree]
+        except Exception:
+            trees = sorted({k.split(";")[0] for k, v in f.classnames().items() if v.startswith("TTree")})
+            raise MissingTreeError(
+                f"file '{path}' has no tree '{self.tree}' (trees: {', '.join(trees) or 'none'})"
+            ) from None
+        if not hasattr(t, "num_entries") or not hasattr(t, "keys"):
+            raise MissingTreeError(f"'{self.tree}' in file '{path}' is a {type(t).__name__}, not a TTree")
+        return t
+
+    def check(self, columns: Sequence[str]) -> None:
+        for path in self.files:
+            t = self._open(path)
+            keys = set(t.keys(recursive=True))
+            for c in columns:
+                if c not in keys:
+                    raise _missing(c, keys, f"tree '{self.tree}' of file '{path}'")
+
+    def total_events(self) -> int | None:
+        total = 0
+        for path in self.files:
+            total += self._open(path).num_entries
+        return total if self.max_events is None else min(total, self.max_events)
+
+    def _steps(self) -> list[tuple[str, int, int]]:
+        out: list[tuple[str, int, int]] = []
+        left = self.max_events
+        for path in self.files:
+            if left is not None and left <= 0:
+                break
+            t = self._open(path)
+            n = t.num_entries
+            stop = n if left is None else min(n, left)
+            try:
+                bounds = list(t.common_entry_offsets())
+            except Exception:
+                bounds = [0, n]
+            out.extend((path, a, b) for a, b in _cluster_steps(bounds, self.step_size, 0, stop))
+            if left is not None:
+                left -= stop
+        return out
+
+    def _read_step(self, columns: Sequence[str], weight: str | None, step: tuple[str, int, int]) -> BatchData:
+        from .._runtime import BatchData
+
+        path, a, b = step
+        where = f"file '{path}', tree '{self.tree}', entries {a}-{b - 1}"
+        try:
+            t = self._open(path)
+            cols = t.arrays(
+                list(columns), entry_start=a, entry_stop=b, library="ak", how=dict, array_cache=None
+            )
+        except Exception as e:
+            raise InputError(f"reading {where}: {type(e).__name__}: {e}") from e
+        return BatchData(cols, b - a, file=path, entry_start=a, entry_stop=b, where=where, weight=weight)
+
+    def reader(self, columns: Sequence[str], weight: str | None) -> Any:
+        """Reads steps ahead on worker threads, balanced by :attr:`balancer`."""
+        cols = list(columns)
+        return _ReadAhead(self._steps(), lambda step: self._read_step(cols, weight, step), self.balancer)
+
+    def describe(self) -> str:
+        files = self.files[0] if len(self.files) == 1 else f"{len(self.files)} files"
+        return f"ROOT {files} (tree '{self.tree}')"
+
+
+def root(
+    files: PathLike | Iterable[PathLike],
+    tree: str = "Events",
+    *,
+    step_size: int = 100_000,
+    max_events: int | None = None,
+    read_workers: Setting = "auto",
+    prefetch: Setting = "auto",
+    read_memory: int | str = "512MB",
+) -> RootSource:
+    """ROOT files read with uproot: ``files`` (one path or a list), the TTree
+    name, events per batch, and an optional limit on the total events.
+
+    Steps are read ahead on ``read_workers`` threads, at most ``prefetch``
+    batches ahead of the engine and within ``read_memory``; ``"auto"`` lets a
+    :class:`ReadBalancer` choose both at run time."""
+    return RootSource(
+        files,
+        tree,
+        step_size,
+        max_events,
+        read_workers=read_workers,
+        prefetch=prefetch,
+        read_memory=read_memory,
+    )
