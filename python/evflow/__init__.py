@@ -66,6 +66,7 @@ __all__ = [
     "Result",
     "SourceError",
     "data",
+    "distributed",
     "errors",
     "output",
     "source",
@@ -86,7 +87,7 @@ def __getattr__(name: str) -> Any:
         from .result import Result
 
         return Result
-    if name in ("data", "plot", "cli", "cutflow", "result"):
+    if name in ("data", "plot", "cli", "cutflow", "result", "distributed"):
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")

@@ -57,9 +57,11 @@ class _Plan:
     """The compiled description: engine modules, branches to read,
     accumulators."""
 
-    def __init__(self, proc: Process) -> None:
-
+    def __init__(self, proc: Process, keep_parts: bool = False) -> None:
         self.proc = proc
+        #: keep every batch's histogram part (a chunk of a distributed run
+        #: hands them over, to be added in the single-process order)
+        self.keep_parts = keep_parts
         if proc.source is None:
             raise ConfigurationError(
                 f"process '{proc.name}' has no source (set proc.source = ef.source.root(...))"
@@ -242,11 +244,15 @@ class _Plan:
             raise ConfigurationError(
                 f"histogram '{h.name}' has {len(template.axes)} axes but {len(h.columns)} columns"
             )
-        state: dict[str, Any] = {"total": None}
+        state: dict[str, Any] = {"total": None, "parts": []}
+        keep = self.keep_parts
 
         def consume(_index: int, part: Any) -> None:
+            if keep:
+                state["parts"].append((_index, part))
             if state["total"] is None:
-                state["total"] = part
+                # The total is added to in place: a kept part stays the batch's own.
+                state["total"] = part.copy() if keep else part
             else:
                 state["total"] += part
 
@@ -314,7 +320,11 @@ def run_process(
     on_error: str,
     trace: bool,
     filter_order: str | None = None,
+    raw: bool = False,
 ) -> Result:
+    """Runs ``proc``; with ``raw`` the result also holds the engine's
+    per-batch records and histogram parts (``result.raw``), from which
+    :mod:`evflow.distributed` merges chunks."""
     from . import _evflow
     from .cutflow import build
     from .result import Result
@@ -324,7 +334,7 @@ def run_process(
         raise ConfigurationError(f"executor must be 'threaded' or 'sequential', not {executor!r}")
     if on_error not in ("fail", "skip"):
         raise ConfigurationError(f"on_error must be 'fail' or 'skip', not {on_error!r}")
-    plan = _Plan(proc)
+    plan = _Plan(proc, keep_parts=raw)
     source = proc.source
     assert source is not None
     source.check(plan.branches)
@@ -338,6 +348,7 @@ def run_process(
             source.build(proc.weight),
             prefetch=source.prefetch,
             entry_stop=source.max_events,
+            entry_start=source.entry_start,
         )
     else:
         job.set_python_source(source.reader(plan.branches, proc.weight), source.describe())
@@ -436,7 +447,7 @@ def run_process(
     histograms = {}
     for name, (state, template) in plan.hists.items():
         histograms[name] = state["total"] if state["total"] is not None else template.copy()
-    return Result(
+    result = Result(
         process=proc.name,
         cutflow=cutflow,
         histograms=histograms,
@@ -446,6 +457,12 @@ def run_process(
         events=events,
         wall_s=wall,
     )
+    if raw:
+        result.raw = {
+            **{k: res[k] for k in ("records", "batches", "finals", "failed")},
+            "hist_parts": {name: state["parts"] for name, (state, _t) in plan.hists.items()},
+        }
+    return result
 
 
 def _job_error(res: dict[str, Any], report: dict[str, Any] | None, source: str) -> EvflowError:

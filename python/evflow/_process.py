@@ -276,9 +276,13 @@ class Process:
         events_in_flight: int | None = None,
         progress: bool | Callable[[int, int], None] = False,
         executor: Literal["threaded", "sequential"] = "threaded",
-        on_error: Literal["fail", "skip"] = "fail",
+        on_error: Literal["fail", "skip", "skip-chunk"] = "fail",
         trace: bool = False,
         filter_order: Literal["fixed", "adaptive", "hepframe"] | None = None,
+        client: Any = None,
+        processes: int | None = None,
+        chunk_size: int | None = None,
+        skip_bad_files: bool = False,
     ) -> Result:
         """Runs the process to the end of its source; returns a
         :class:`~evflow.Result` (cut-flow, histograms, report, outputs).
@@ -292,7 +296,37 @@ class Process:
         other analyzers of that batch before the failure stay filled).
         ``filter_order`` chooses the engine's ordering policy of reorderable
         paths (``None``: the engine's default, the written order).
+
+        ``client`` (a ``distributed.Client`` or a scheduler address) or
+        ``processes=N`` (a local cluster of N worker processes) runs the job
+        on Dask, one engine of ``threads`` threads (default 1) per worker, in
+        chunks of about ``chunk_size`` events; ``on_error="skip-chunk"`` and
+        ``skip_bad_files`` apply there. Results are identical to a
+        single-process run (see :mod:`evflow.distributed`).
         """
+        if client is not None or processes is not None:
+            if trace:
+                raise ConfigurationError("trace=True is not available on a distributed run")
+            from .distributed import run as run_distributed
+
+            return run_distributed(
+                self,
+                client=client,
+                processes=processes,
+                threads=threads,
+                events_in_flight=events_in_flight,
+                progress=progress,
+                executor=executor,
+                on_error=on_error,
+                filter_order=filter_order,
+                chunk_size=chunk_size,
+                skip_bad_files=skip_bad_files,
+            )
+        if on_error == "skip-chunk" or chunk_size is not None or skip_bad_files:
+            raise ConfigurationError(
+                "on_error='skip-chunk', chunk_size and skip_bad_files apply to distributed runs "
+                "(give client= or processes=)"
+            )
         from ._job import run_process
 
         return run_process(

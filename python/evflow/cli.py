@@ -5,7 +5,8 @@ it defines (a module-level ``proc``, or the only Process), runs it with the
 given options and prints the summary and cut-flow. The options follow the
 core ``evflow run``: ``--threads/-j``, ``--events-in-flight/-k``,
 ``--events/-n``, ``--executor``, ``--on-error``, ``--report``, ``--trace``,
-``--quiet/-q``.
+``--quiet/-q``; ``--processes N`` or ``--scheduler tcp://host:port`` run
+it on Dask (see docs/distributed.md).
 
 ``plot`` writes PNG histograms from the ``histograms.pkl`` that
 ``run --save DIR`` (or :meth:`Result.save`) wrote.
@@ -57,6 +58,8 @@ def _load_process(path: str, name: str | None) -> Any:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from .errors import ConfigurationError
+
     proc = _load_process(args.analysis, args.process)
     src = proc.source
     if src is not None:
@@ -75,15 +78,51 @@ def _run(args: argparse.Namespace) -> int:
                 src.events = min(src.events, args.events)
             else:
                 src.max_events = args.events
-    result = proc.run(
-        threads=args.threads,
-        events_in_flight=args.events_in_flight,
-        progress=not args.quiet and sys.stderr.isatty() if args.progress is None else args.progress,
-        executor=args.executor,
-        on_error="skip" if args.on_error == "skip-event" else "fail",
-        trace=args.trace is not None,
-        filter_order=args.filter_order,
-    )
+    on_error = {"skip-event": "skip", "skip-chunk": "skip-chunk"}.get(args.on_error, "fail")
+    show = not args.quiet and sys.stderr.isatty() if args.progress is None else args.progress
+    if args.processes is not None or args.scheduler is not None:
+        from functools import partial
+
+        from .distributed import run as run_distributed
+
+        if args.trace:
+            raise ConfigurationError("--trace is not available with --processes / --scheduler")
+        # The workers load the analysis file themselves (its modules need
+        # not be picklable); the chunks come from the source set up here.
+        result = run_distributed(
+            proc,
+            client=args.scheduler,
+            processes=args.processes,
+            threads=args.threads,
+            events_in_flight=args.events_in_flight,
+            progress=show,
+            executor=args.executor,
+            on_error=on_error,
+            filter_order=args.filter_order,
+            chunk_size=args.chunk_size,
+            skip_bad_files=args.skip_bad_files,
+            factory=partial(_load_process, os.path.abspath(args.analysis), args.process),
+            dashboard=not args.quiet,
+        )
+        if not args.quiet:
+            for f in result.skipped_files:
+                print(f"skipped unreadable file {f}")
+            for ch in result.skipped_chunks:
+                print(f"skipped chunk {ch['chunk']}: {ch['error']}")
+    else:
+        if args.on_error == "skip-chunk" or args.skip_bad_files or args.chunk_size:
+            raise ConfigurationError(
+                "--on-error skip-chunk, --skip-bad-files and --chunk-size need --processes or --scheduler"
+            )
+        result = proc.run(
+            threads=args.threads,
+            events_in_flight=args.events_in_flight,
+            progress=show,
+            executor=args.executor,
+            on_error=on_error,  # type: ignore[arg-type]
+            trace=args.trace is not None,
+            filter_order=args.filter_order,
+        )
     if not args.quiet:
         print(result.summary())
     if args.report:
@@ -137,7 +176,17 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--step-size", type=int, default=None, help="events per batch (overrides the analysis)")
     r.add_argument("--input", nargs="+", default=None, help="replace the source's files (.root or .parquet)")
     r.add_argument("--executor", choices=["threaded", "sequential"], default="threaded")
-    r.add_argument("--on-error", choices=["fail", "skip-event"], default="fail")
+    r.add_argument("--on-error", choices=["fail", "skip-event", "skip-chunk"], default="fail")
+    r.add_argument(
+        "--processes", type=int, default=None, help="run on a local Dask cluster of N worker processes"
+    )
+    r.add_argument(
+        "--scheduler", default=None, metavar="ADDRESS", help="run on the Dask cluster at tcp://host:port"
+    )
+    r.add_argument("--chunk-size", type=int, default=None, help="events per Dask task (distributed runs)")
+    r.add_argument(
+        "--skip-bad-files", action="store_true", help="leave out unreadable input files (distributed runs)"
+    )
     r.add_argument(
         "--filter-order",
         choices=["fixed", "adaptive", "hepframe"],

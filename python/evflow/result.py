@@ -23,6 +23,9 @@ class Result:
         failed_batches: batches left out with ``on_error="skip"``.
         events: events processed.
         wall_s: wall-clock seconds of the run.
+        skipped_files: input files left out (distributed run with ``skip_bad_files=True``).
+        skipped_chunks: chunks left out (distributed run with ``on_error="skip-chunk"``):
+            one dict per chunk with its index, files and entry ranges, and the error.
     """
 
     process: str
@@ -33,6 +36,10 @@ class Result:
     failed_batches: list[int] = field(default_factory=list)
     events: int = 0
     wall_s: float = 0.0
+    skipped_files: list[str] = field(default_factory=list)
+    skipped_chunks: list[dict[str, Any]] = field(default_factory=list)
+    #: engine records and histogram parts per batch (``run_process(raw=True)``)
+    raw: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
     def throughput(self) -> float:
@@ -76,7 +83,9 @@ class Result:
         r = self.report
         lines = [
             f"process '{self.process}': {self.events} events in {self.wall_s:.3f} s "
-            f"({self.throughput:,.0f} ev/s) on {r.get('threads')} threads, "
+            f"({self.throughput:,.0f} ev/s) on "
+            + (f"{r['processes']} processes × " if "processes" in r else "")
+            + f"{r.get('threads')} threads, "
             f"{r.get('batches')} batches, peak RSS {r.get('peak_rss_bytes', 0) / 2**20:.0f} MiB",
         ]
         if len(self.cutflow):

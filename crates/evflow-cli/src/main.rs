@@ -148,11 +148,22 @@ pub struct RunArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Run(args) => run::run(&args),
-        Command::Simulate(args) => simulate::simulate(&args),
-        Command::Report(args) => inspect::report(&args),
+    // `evflow run analysis.py ...` takes the Python runner's options too
+    // (`--input`, `--processes`, `--scheduler`, ...): hand it over unparsed.
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().take(3).collect();
+    let python = argv.len() == 3
+        && argv[1] == "run"
+        && std::path::Path::new(&argv[2])
+            .extension()
+            .is_some_and(|e| e == "py");
+    let result = if python {
+        run::run_python_analysis()
+    } else {
+        match Cli::parse().command {
+            Command::Run(args) => run::run(&args),
+            Command::Simulate(args) => simulate::simulate(&args),
+            Command::Report(args) => inspect::report(&args),
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -83,7 +83,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
 
 /// `evflow run analysis.py ...`: a Python analysis runs in the Python
 /// package's own runner (`python -m evflow run`), with the same options.
-fn run_python_analysis() -> Result<(), String> {
+pub(crate) fn run_python_analysis() -> Result<(), String> {
     let python = std::env::var_os("EVFLOW_PYTHON")
         .map(std::path::PathBuf::from)
         .or_else(|| {

@@ -274,3 +274,30 @@ fn simulate_predicts_and_reports_bounds() {
     assert!(text.contains("events in flight / crit.path"), "{text}");
     assert!(text.contains("module 'rawToDigi' (serial)"), "{text}");
 }
+
+/// `evflow run analysis.py` hands every option, including those only the
+/// Python runner knows (`--processes`, `--scheduler`, `--input`), to
+/// `python -m evflow run` unparsed.
+#[test]
+fn python_analysis_options_reach_the_python_runner() {
+    let out = Command::new(env!("CARGO_BIN_EXE_evflow"))
+        .args([
+            "run",
+            "analysis.py",
+            "--processes",
+            "2",
+            "--scheduler",
+            "tcp://host:8786",
+            "--input",
+            "a.parquet",
+        ])
+        // The "interpreter" echoes what it was given.
+        .env("EVFLOW_PYTHON", "echo")
+        .output()
+        .expect("the evflow binary runs");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out).trim(),
+        "-m evflow run analysis.py --processes 2 --scheduler tcp://host:8786 --input a.parquet"
+    );
+}

@@ -86,7 +86,10 @@ impl Job {
 
     /// Sets the native Parquet reader: `build(columns) -> BatchData` makes
     /// the Python batch from decoded buffers (see `parquet.rs`).
-    #[pyo3(signature = (files, columns, step_size, build, prefetch=2, entry_stop=None))]
+    /// `entry_start` (a row-group boundary of the first file) and
+    /// `entry_stop` (events in total) select a part of the files.
+    #[pyo3(signature = (files, columns, step_size, build, prefetch=2, entry_stop=None, entry_start=0))]
+    #[allow(clippy::too_many_arguments)]
     fn set_parquet_source(
         &mut self,
         files: Vec<String>,
@@ -95,6 +98,7 @@ impl Job {
         build: Py<PyAny>,
         prefetch: usize,
         entry_stop: Option<u64>,
+        entry_start: u64,
     ) -> PyResult<()> {
         if step_size == 0 {
             return Err(PyValueError::new_err("step_size must be positive"));
@@ -105,6 +109,7 @@ impl Job {
             step_size,
             build,
             prefetch: prefetch.max(1),
+            entry_start,
             entry_stop,
         }));
         Ok(())

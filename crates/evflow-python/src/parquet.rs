@@ -46,6 +46,9 @@ pub(crate) struct ParquetSpec {
     /// its optional attribute `evflow_reading` is the balancer.
     pub build: Py<PyAny>,
     pub prefetch: usize,
+    /// Start at this entry of the first file (a row-group boundary): a
+    /// chunk of a larger job (the Dask scale-out) reads from there.
+    pub entry_start: u64,
     /// Stop after this many events in total.
     pub entry_stop: Option<u64>,
 }
@@ -167,7 +170,13 @@ impl ParquetSource {
         for path in &self.spec.files {
             metas.push(load_metadata(path, &self.spec.columns)?);
         }
-        self.units = plan_units(&metas, self.spec.step_size, self.spec.entry_stop);
+        self.units = plan_units(
+            &metas,
+            self.spec.step_size,
+            self.spec.entry_start,
+            self.spec.entry_stop,
+        )
+        .map_err(|e| format!("{e} (file '{}')", self.spec.files[0]))?;
         let mut workers = 1usize;
         let mut depth = self.spec.prefetch + 1;
         let mut max_workers = 1usize;
@@ -347,9 +356,16 @@ fn load_metadata(path: &str, columns: &[String]) -> Result<FileMeta, String> {
 }
 
 /// Cuts the files into units: consecutive row groups of at most `step` rows
-/// together (a larger row group alone), up to `stop` events in total. The
-/// same files and step give the same units, whatever the number of workers.
-fn plan_units(metas: &[FileMeta], step: usize, stop: Option<u64>) -> Vec<Unit> {
+/// together (a larger row group alone), from entry `start` of the first file
+/// (which must begin a row group) up to `stop` events in total. The same
+/// files and step give the same units, whatever the number of workers; a
+/// `start` at a unit boundary gives the units that follow it.
+fn plan_units(
+    metas: &[FileMeta],
+    step: usize,
+    start: u64,
+    stop: Option<u64>,
+) -> Result<Vec<Unit>, String> {
     let step = step as u64;
     let mut units = Vec::new();
     let mut total = 0u64;
@@ -359,6 +375,16 @@ fn plan_units(metas: &[FileMeta], step: usize, stop: Option<u64>) -> Vec<Unit> {
         for (rg, group) in meta.metadata.metadata().row_groups().iter().enumerate() {
             let rows = group.num_rows().max(0) as u64;
             if rows == 0 {
+                continue;
+            }
+            if fi == 0 && entry < start {
+                if entry + rows > start {
+                    return Err(format!(
+                        "entry_start {start} is inside row group {rg} (entries {entry}-{})",
+                        entry + rows - 1
+                    ));
+                }
+                entry += rows;
                 continue;
             }
             let left = stop.map_or(u64::MAX, |s| s.saturating_sub(total));
@@ -395,8 +421,13 @@ fn plan_units(metas: &[FileMeta], step: usize, stop: Option<u64>) -> Vec<Unit> {
         if let Some(u) = open.take() {
             units.push(u);
         }
+        if fi == 0 && entry < start {
+            return Err(format!(
+                "entry_start {start} is past the file's {entry} entries"
+            ));
+        }
     }
-    units
+    Ok(units)
 }
 
 fn decode(meta: &FileMeta, path: &str, unit: &Unit, step: usize) -> Decoded {

@@ -42,6 +42,9 @@ class ParquetSource(Source):
         self.files = _files(files)
         self.step_size = int(step_size)
         self.max_events = max_events
+        #: first entry read in the first file (a row-group boundary; a chunk
+        #: of a distributed run starts there)
+        self.entry_start = 0
         self.engine = engine
         self.read_ahead = prefetch
         self.read_workers = read_workers

@@ -1,0 +1,396 @@
+"""Splitting a source into chunks: files × entry ranges whose batches are
+exactly the batches of the single-process run.
+
+A single-process run reads a ROOT file in steps of whole clusters and a
+Parquet file in units of whole row groups (see :mod:`evflow.source`). A
+chunk here is a run of consecutive steps, so the batches a chunk task reads
+are the same batches, with the same boundaries, as the single-process run;
+merged in chunk order they give bit-identical results.
+
+The metadata the plan needs (entries and cluster boundaries of a ROOT tree,
+row-group sizes and columns of a Parquet file) is read once per file, in
+parallel (on the Dask workers, which see the files the tasks will read), and
+cached on the client while the file is unchanged.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ConfigurationError, EvflowError, InputError
+from ..source import ParquetSource, RootSource, Source, SyntheticSource
+
+__all__ = ["Chunk", "FileMeta", "Piece", "chunk_source", "plan_chunks", "read_meta"]
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Entries ``[start, stop)`` of one file."""
+
+    file: str
+    start: int
+    stop: int
+
+    def __str__(self) -> str:
+        return f"file '{self.file}', entries {self.start}-{self.stop - 1}"
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One Dask task's share of the input: consecutive batches (``steps``:
+    ``(file, start, stop)`` per batch) of the single-process run."""
+
+    index: int
+    steps: tuple[tuple[str, int, int], ...]
+    kind: str  # "root", "parquet", "pyarrow", "synthetic"
+    #: the single-process number of the chunk's first batch
+    first_batch: int = 0
+
+    @property
+    def events(self) -> int:
+        return sum(b - a for _, a, b in self.steps)
+
+    @property
+    def pieces(self) -> list[Piece]:
+        """The entry range of each file the chunk reads."""
+        out: list[Piece] = []
+        for f, a, b in self.steps:
+            if out and out[-1].file == f and out[-1].stop == a:
+                out[-1] = Piece(f, out[-1].start, b)
+            else:
+                out.append(Piece(f, a, b))
+        return out
+
+    def describe(self) -> str:
+        return f"chunk {self.index} (" + "; ".join(str(p) for p in self.pieces) + ")"
+
+
+@dataclass
+class FileMeta:
+    """What the plan needs of one input file (or the error reading it)."""
+
+    path: str
+    entries: int = 0
+    #: ROOT: cluster boundaries; Parquet: row-group sizes
+    layout: list[int] = field(default_factory=list)
+    error: EvflowError | None = None
+
+
+# --------------------------------------------------------------------------- metadata
+
+
+def _stat_key(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+_CACHE: dict[tuple[Any, ...], FileMeta] = {}
+_CACHE_LOCK = threading.Lock()
+_CACHE_KEPT = 4096
+
+
+def _meta_key(source: Source, path: str, columns: Sequence[str]) -> tuple[Any, ...] | None:
+    stat = _stat_key(path)
+    if stat is None:  # not visible here (remote files): read again next time
+        return None
+    tree = getattr(source, "tree", None)
+    return (type(source).__name__, os.path.abspath(path), tree, tuple(sorted(columns)), stat)
+
+
+def read_meta(source: Source, path: str, columns: Sequence[str]) -> FileMeta:
+    """Reads one file's metadata and checks it has ``columns``; an input
+    problem is returned in :attr:`FileMeta.error`, not raised (runs on a
+    worker)."""
+    one = copy.copy(source)
+    one.files = [path]  # type: ignore[attr-defined]
+    one.max_events = None
+    try:
+        one.check(columns)
+        if isinstance(source, RootSource):
+            tree = one._open(path)
+            n = int(tree.num_entries)
+            try:
+                bounds = [int(b) for b in tree.common_entry_offsets()]
+            except Exception:
+                bounds = [0, n]
+            return FileMeta(path, n, bounds)
+        import pyarrow.parquet as pq
+
+        md = pq.ParquetFile(path).metadata
+        sizes = [md.row_group(i).num_rows for i in range(md.num_row_groups)]
+        return FileMeta(path, int(md.num_rows), sizes)
+    except EvflowError as e:
+        return FileMeta(path, error=e)
+    except Exception as e:  # anything else a corrupt file raises
+        return FileMeta(path, error=InputError(f"cannot read '{path}': {type(e).__name__}: {e}"))
+
+
+def gather_meta(
+    source: Source,
+    columns: Sequence[str],
+    mapper: Callable[[list[str]], list[FileMeta]],
+) -> list[FileMeta]:
+    """Metadata of every file of ``source`` (cached ones are not read again);
+    ``mapper(paths)`` reads the others in parallel (on the cluster) with
+    :func:`read_meta`."""
+    files: list[str] = list(source.files)  # type: ignore[attr-defined]
+    keys = {p: _meta_key(source, p, columns) for p in files}
+    out: dict[str, FileMeta] = {}
+    with _CACHE_LOCK:
+        for p, k in keys.items():
+            if k is not None and k in _CACHE:
+                out[p] = _CACHE[k]
+    todo = [p for p in dict.fromkeys(files) if p not in out]
+    if todo:
+        got = mapper(todo)
+        with _CACHE_LOCK:
+            for p, m in zip(todo, got, strict=True):
+                out[p] = m
+                k = keys[p]
+                if k is not None and m.error is None:
+                    _CACHE[k] = m
+                    while len(_CACHE) > _CACHE_KEPT:
+                        _CACHE.pop(next(iter(_CACHE)))
+    return [out[p] for p in files]
+
+
+# --------------------------------------------------------------------------- steps (the single-process batches)
+
+
+class _Tree:
+    """Stands for an opened TTree in :meth:`RootSource._steps`, from metadata."""
+
+    def __init__(self, meta: FileMeta) -> None:
+        self.num_entries = meta.entries
+        self._bounds = meta.layout
+
+    def common_entry_offsets(self) -> list[int]:
+        return self._bounds
+
+
+def _root_steps(source: RootSource, metas: list[FileMeta]) -> list[tuple[str, int, int]]:
+    # The single-process source's own step logic, fed the cached metadata.
+    by_path = {m.path: m for m in metas}
+    planner = copy.copy(source)
+    planner.files = [m.path for m in metas]
+    planner._open = lambda path: _Tree(by_path[path])  # type: ignore[method-assign]
+    return planner._steps()
+
+
+def _parquet_steps(source: ParquetSource, metas: list[FileMeta]) -> list[tuple[str, int, int]]:
+    """The native reader's units (crates/evflow-python/src/parquet.rs,
+    ``plan_units``): consecutive row groups of one file up to ``step_size``
+    rows together, up to ``max_events`` in total; a row group larger than
+    the step is one unit, cut into batches of ``step_size`` by the reader."""
+    step, stop = source.step_size, source.max_events
+    out: list[tuple[str, int, int]] = []
+    total = 0
+    for meta in metas:
+        path = meta.path
+        entry = 0
+        unit: list[int] | None = None  # [entry, rows]
+        done = False
+        for rows in meta.layout:
+            if rows == 0:
+                continue
+            left = stop - total if stop is not None else None
+            if left is not None and left <= 0:
+                done = True
+                break
+            take = rows if left is None else min(rows, left)
+            if unit is not None and unit[1] + rows <= step and take == rows:
+                unit[1] += rows
+            else:
+                if unit is not None:
+                    out.extend(_unit_batches(path, unit, step))
+                unit = [entry, take]
+            entry += rows
+            total += take
+            if take < rows:
+                done = True
+                break
+        if unit is not None:
+            out.extend(_unit_batches(path, unit, step))
+        if done:
+            break
+    return out
+
+
+def _unit_batches(path: str, unit: list[int], step: int) -> list[tuple[str, int, int]]:
+    # A unit is one batch unless one row group is larger than the step.
+    start, rows = unit
+    return [(path, a, min(a + step, start + rows)) for a in range(start, start + rows, step)]
+
+
+def _pyarrow_steps(source: ParquetSource, metas: list[FileMeta]) -> list[tuple[str, int, int]]:
+    """Whole files (pyarrow's batches may cross row groups): one step per file."""
+    out: list[tuple[str, int, int]] = []
+    left = source.max_events
+    for meta in metas:
+        path = meta.path
+        n = meta.entries if left is None else min(meta.entries, left)
+        if n <= 0:
+            break
+        out.append((path, 0, n))
+        if left is not None:
+            left -= n
+    return out
+
+
+def _synthetic_steps(source: SyntheticSource) -> list[tuple[str, int, int]]:
+    return [
+        ("<synthetic>", a, min(a + source.step_size, source.events))
+        for a in range(0, source.events, source.step_size)
+    ]
+
+
+def source_kind(source: Source) -> str:
+    if isinstance(source, RootSource):
+        return "root"
+    if isinstance(source, ParquetSource):
+        return "parquet" if source.engine == "native" else "pyarrow"
+    if isinstance(source, SyntheticSource):
+        return "synthetic"
+    raise ConfigurationError(
+        f"a distributed run cannot split {source.describe()} ({type(source).__name__}) into chunks: "
+        "use ef.source.root, ef.source.parquet or ef.source.synthetic"
+    )
+
+
+def plan_chunks(
+    source: Source,
+    metas: list[FileMeta],
+    *,
+    chunk_size: int | None,
+    workers: int,
+) -> list[Chunk]:
+    """Groups the single-process batches of ``source`` (over the readable
+    files in ``metas``) into chunks of about ``chunk_size`` events (default:
+    a multiple of ``workers`` chunks of at most 10 batches each), cut as
+    evenly as the batches allow."""
+    kind = source_kind(source)
+    good = [m for m in metas if m.error is None]  # in the source's order, repeats kept
+    if kind == "root":
+        assert isinstance(source, RootSource)
+        steps = _root_steps(source, good)
+    elif kind == "parquet":
+        assert isinstance(source, ParquetSource)
+        steps = _parquet_steps(source, good)
+    elif kind == "pyarrow":
+        assert isinstance(source, ParquetSource)
+        steps = _pyarrow_steps(source, good)
+    else:
+        assert isinstance(source, SyntheticSource)
+        steps = _synthetic_steps(source)
+    if not steps:
+        return []
+    if chunk_size is not None:
+        if chunk_size <= 0:
+            raise ConfigurationError(f"chunk_size must be positive, not {chunk_size}")
+        n_chunks = math.ceil(len(steps) / max(1, round(chunk_size / max(1, source.step_size))))
+    else:
+        # A multiple of the workers, at most 10 batches per chunk: equal
+        # shares for equal workers, and chunks short enough to rebalance.
+        w = max(1, workers)
+        n_chunks = min(len(steps), w * math.ceil(len(steps) / (w * 10)))
+    # The native Parquet reader starts a chunk at a row-group boundary: a
+    # row group larger than the step gives several batches, never split.
+    cuts: set[tuple[str, int]] | None = None
+    if kind == "parquet":
+        cuts = set()
+        for m in good:
+            offset = 0
+            for rows in m.layout:
+                cuts.add((m.path, offset))
+                offset += rows
+    chunks: list[Chunk] = []
+    i = 0
+    for k in range(1, n_chunks + 1):
+        j = max(i + 1, round(k * len(steps) / n_chunks))
+        while cuts is not None and j < len(steps) and (steps[j][0], steps[j][1]) not in cuts:
+            j += 1
+        if i >= len(steps):
+            break
+        chunks.append(Chunk(len(chunks), tuple(steps[i:j]), kind, first_batch=i))
+        i = j
+    return chunks
+
+
+# --------------------------------------------------------------------------- the source of one chunk
+
+
+class _RootChunk(RootSource):
+    """A ROOT source reading only a chunk's steps."""
+
+    chunk_steps: list[tuple[str, int, int]]
+
+    def _steps(self) -> list[tuple[str, int, int]]:
+        return list(self.chunk_steps)
+
+    def total_events(self) -> int | None:
+        return sum(b - a for _, a, b in self.chunk_steps)
+
+
+class _SyntheticChunk(SyntheticSource):
+    """The synthetic batches ``first`` .. ``first + len(steps)``."""
+
+    first: int
+    chunk_steps: list[tuple[str, int, int]]
+
+    def _batches(self, columns: Sequence[str], weight: str | None) -> Any:
+        from .._runtime import BatchData
+
+        for k, (_, start, stop) in enumerate(self.chunk_steps):
+            n = stop - start
+            cols = self.generate(self.first + k, start, n)
+            yield BatchData(
+                {c: cols[c] for c in columns},
+                n,
+                file="<synthetic>",
+                entry_start=start,
+                entry_stop=stop,
+                where=f"synthetic events {start}-{stop - 1}",
+                weight=weight,
+            )
+
+    def total_events(self) -> int | None:
+        return sum(b - a for _, a, b in self.chunk_steps)
+
+
+def chunk_source(source: Source, chunk: Chunk) -> Source:
+    """A copy of ``source`` that reads exactly the batches of ``chunk``."""
+    steps = list(chunk.steps)
+    pieces = chunk.pieces
+    files = [p.file for p in pieces]  # a file listed twice is read twice
+    if chunk.kind == "root":
+        assert isinstance(source, RootSource)
+        r = copy.copy(source)
+        r.__class__ = _RootChunk
+        r.files = files
+        r.max_events = None
+        r.chunk_steps = steps  # type: ignore[attr-defined]
+        r.balancer = copy.deepcopy(source.balancer)
+        return r
+    if chunk.kind in ("parquet", "pyarrow"):
+        assert isinstance(source, ParquetSource)
+        p = copy.copy(source)
+        p.files = files
+        p.entry_start = pieces[0].start  # type: ignore[attr-defined]
+        p.max_events = chunk.events
+        p.balancer = copy.deepcopy(source.balancer)
+        return p
+    assert isinstance(source, SyntheticSource)
+    s = copy.copy(source)
+    s.__class__ = _SyntheticChunk
+    s.first = steps[0][1] // source.step_size  # type: ignore[attr-defined]
+    s.chunk_steps = steps  # type: ignore[attr-defined]
+    return s

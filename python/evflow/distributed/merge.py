@@ -1,0 +1,151 @@
+"""Merging chunk results in chunk order.
+
+Chunks finish in any order on any worker. :class:`Merger` holds a finished
+chunk until every earlier chunk is merged, then adds it: its batches take
+the next global batch numbers, every batch's histogram part is added to the
+running total in batch order (so floating-point sums, weighted ones
+included, are done in the single-process order), and the engine's cut-flow
+records are kept to be summed once, in batch order, by the same code as a
+single-process run. The result is therefore bit-identical to the
+single-process run, whatever the cluster did. Memory on the client holds
+the totals, a few numbers per batch, and the chunks that finished ahead of
+an earlier one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .chunks import Chunk
+
+__all__ = ["Merger", "merge_reports"]
+
+
+class Merger:
+    """Adds chunk results in chunk order; skipped chunks leave a gap."""
+
+    def __init__(self, chunks: Sequence[Chunk], hist_names: Sequence[str], n_skims: int) -> None:
+        self.chunks = list(chunks)
+        self.next = 0
+        self.pending: dict[int, dict[str, Any] | None] = {}
+        self.records: list[tuple[Any, ...]] = []
+        self.batches: list[tuple[Any, ...]] = []
+        self.finals: list[tuple[Any, ...]] = []
+        self.failed: list[int] = []
+        self.totals: dict[str, Any] = dict.fromkeys(hist_names)
+        self.skims: list[list[dict[str, Any]]] = [[] for _ in range(n_skims)]
+        self.reports: list[dict[str, Any]] = []
+        self.summaries: list[dict[str, Any]] = []
+        self.events = 0
+
+    def add(self, index: int, result: dict[str, Any] | None) -> None:
+        """Hands in chunk ``index``'s result (``None``: skipped)."""
+        self.pending[index] = result
+        while self.next in self.pending:
+            r = self.pending.pop(self.next)
+            if r is not None:
+                self._merge(self.chunks[self.next], r)
+            self.next += 1
+
+    @property
+    def waiting(self) -> int:
+        return len(self.pending)
+
+    def _merge(self, chunk: Chunk, r: dict[str, Any]) -> None:
+        raw = r["raw"]
+        base = chunk.first_batch  # batches keep their single-process numbers
+        self.batches.extend((b + base, *rest) for b, *rest in raw["batches"])
+        self.records.extend((b + base, *rest) for b, *rest in raw["records"])
+        self.finals.extend((b + base, *rest) for b, *rest in raw["finals"])
+        self.failed.extend(b + base for b in raw["failed"])
+        for name, parts in raw["hist_parts"].items():
+            total = self.totals[name]
+            for _batch, part in parts:  # in batch order, as the single-process fold
+                if total is None:
+                    total = part
+                else:
+                    total += part
+            self.totals[name] = total
+        for i, (file, rows) in enumerate(r["skims"]):
+            self.skims[i].append(
+                {
+                    "chunk": chunk.index,
+                    "file": file,
+                    "rows": rows,
+                    "entries": [[p.file, p.start, p.stop] for p in chunk.pieces],
+                }
+            )
+        self.events += int(r["events"])
+        self.reports.append(r["report"])
+        self.summaries.append(
+            {
+                "chunk": chunk.index,
+                "entries": [[p.file, p.start, p.stop] for p in chunk.pieces],
+                "events": int(r["events"]),
+                "batches": len(raw["batches"]),
+                "first_batch": chunk.first_batch,
+                "worker": r["worker"],
+                "wall_s": r["wall_s"],
+                "order": r["order"],
+                "seeded": r.get("seeded"),
+            }
+        )
+
+
+def merge_reports(
+    reports: Sequence[dict[str, Any]], first_batches: Sequence[int], chunk_ids: Sequence[int]
+) -> dict[str, Any]:
+    """One report from the chunks' reports (in chunk order): calls, times
+    and path counts summed per module and path, peaks as maxima, failed
+    events renumbered to global batch numbers."""
+    if not reports:
+        return {"modules": [], "paths": [], "failed_events": [], "orderings": [], "stalls": []}
+    first = reports[0]
+    out: dict[str, Any] = {k: v for k, v in first.items() if not isinstance(v, list | dict)}
+    for key in ("events", "module_executions", "batches", "events_processed"):
+        out[key] = sum(int(r.get(key, 0)) for r in reports)
+    out["cpu_s"] = sum(float(r.get("cpu_s", 0.0)) for r in reports)
+    for key in ("peak_events_in_flight", "peak_rss_bytes"):
+        out[key] = max(int(r.get(key, 0)) for r in reports)
+    out["steady_throughput_ev_s"] = 0.0
+    modules: dict[str, dict[str, Any]] = {}
+    for r in reports:
+        for m in r.get("modules", []):
+            acc = modules.setdefault(m["label"], {**m, "calls": 0, "run_s": 0.0, "wait_s": 0.0,
+                                                   "queue_s": 0.0, "failures": 0})  # fmt: skip
+            for k in ("calls", "run_s", "wait_s", "queue_s", "failures"):
+                acc[k] += m.get(k, 0)
+    out["modules"] = list(modules.values())
+    paths: dict[str, dict[str, Any]] = {}
+    for r in reports:
+        for p in r.get("paths", []):
+            acc = paths.get(p["name"])
+            if acc is None:
+                paths[p["name"]] = {**p, "filters": [dict(f) for f in p.get("filters", [])]}
+                continue
+            acc["visited"] += p["visited"]
+            acc["passed"] += p["passed"]
+            steps = {f["label"]: f for f in acc["filters"]}
+            for f in p.get("filters", []):
+                if f["label"] in steps:
+                    steps[f["label"]]["visited"] += f["visited"]
+                    steps[f["label"]]["passed"] += f["passed"]
+                else:
+                    acc["filters"].append(dict(f))
+    out["paths"] = list(paths.values())
+    failed: list[dict[str, Any]] = []
+    orderings: list[dict[str, Any]] = []
+    stalls: list[dict[str, Any]] = []
+    for i, r, base in zip(chunk_ids, reports, first_batches, strict=True):
+        for f in r.get("failed_events", []):
+            failed.append({**f, "event": int(f.get("event", 0)) + base})
+        for o in r.get("orderings", []):
+            orderings.append({**o, "chunk": i} if isinstance(o, dict) else {"change": o, "chunk": i})
+        stalls.extend(r.get("stalls", []))
+    out["failed_events"] = failed
+    out["orderings"] = orderings
+    out["stalls"] = sorted(
+        stalls, key=lambda s: -float(s.get("wait_s", 0.0)) if isinstance(s, dict) else 0.0
+    )[:10]
+    return out

@@ -1,0 +1,433 @@
+"""The client side of a distributed run: connect, plan chunks, submit one
+task per chunk, merge the results in chunk order, write the skims'
+manifests."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import json
+import logging
+import os
+import re
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigurationError, EvflowError, InputError, JobError, ModuleError
+from .chunks import FileMeta, gather_meta, plan_chunks, read_meta, source_kind
+from .merge import Merger, merge_reports
+from .task import run_chunk
+
+if TYPE_CHECKING:
+    from .._process import Process
+    from ..result import Result
+
+__all__ = ["MANIFEST", "run"]
+
+#: The file, in a skim's directory, that lists its parts; written last.
+MANIFEST = "_manifest.json"
+_PART = re.compile(r"^part-\d{5}\.parquet$|^\.part-\d{5}\.parquet\.evflow-partial-\d+$")
+
+
+def _probe() -> str:
+    import evflow
+
+    return evflow.__version__
+
+
+def _payload_task(payload: bytes) -> bytes:
+    # The analysis as a task result: a worker that dies loses nothing the
+    # scheduler cannot recompute (scattered data could not be).
+    return payload
+
+
+@contextlib.contextmanager
+def _connect(client: Any, processes: int | None) -> Iterator[Any]:
+    """The Dask client to use: the one given, one connected to an address,
+    or one on a new local cluster of ``processes`` worker processes."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError as e:
+        raise ConfigurationError(
+            "a distributed run needs Dask: pip install 'evflow[distributed]' (dask[distributed])"
+        ) from e
+    if client is not None and processes is not None:
+        raise ConfigurationError("give client= (or a scheduler address) or processes=, not both")
+    if client is not None and not isinstance(client, str):
+        yield client
+        return
+    if isinstance(client, str):
+        try:
+            c = Client(client, timeout="30s")
+        except Exception as e:
+            raise ConfigurationError(f"cannot connect to the Dask scheduler at '{client}': {e}") from e
+        try:
+            yield c
+        finally:
+            c.close()
+        return
+    if processes is None or processes < 1:
+        raise ConfigurationError(f"processes must be a positive integer, not {processes!r}")
+    # One evflow engine per worker process; the engine has its own threads.
+    cluster = LocalCluster(
+        n_workers=processes,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=":0",
+        silence_logs=logging.ERROR,
+    )
+    c = Client(cluster)
+    try:
+        yield c
+    finally:
+        c.close()
+        cluster.close()
+
+
+#: Workers (addresses) known to import evflow: each is asked once.
+_PROBED: set[str] = set()
+
+
+def _check_workers(client: Any) -> int:
+    """Every worker imports evflow (a clear error instead of failing tasks);
+    returns the number of workers (at least 1)."""
+    try:
+        workers = set(client.nthreads())
+        new = sorted(workers - _PROBED)
+        if new:
+            client.run(_probe, workers=new)
+            _PROBED.update(new)
+    except Exception as e:
+        raise EvflowError(
+            f"a Dask worker cannot run evflow ({type(e).__name__}: {e}); install evflow and the "
+            "analysis's dependencies in the workers' environment"
+        ) from e
+    return max(1, len(workers))
+
+
+class _Progress:
+    """One progress line over the whole job: events and chunks done, rate."""
+
+    def __init__(self, events: int, chunks: int) -> None:
+        self.events, self.chunks = events, chunks
+        self.t0 = time.perf_counter()
+
+    def __call__(self, chunks: int, events: int) -> None:
+        rate = events / max(time.perf_counter() - self.t0, 1e-9)
+        frac = events / self.events if self.events else 1.0
+        bar = "#" * int(30 * frac)
+        sys.stderr.write(
+            f"\r[{bar:<30}] {frac:6.1%}  {events}/{self.events} events  "
+            f"{chunks}/{self.chunks} chunks  {rate:,.0f} ev/s"
+        )
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def _absolute(source: Any) -> Any:
+    """Input paths as absolute paths (workers may run elsewhere)."""
+    s = copy.copy(source)
+    if hasattr(s, "files"):
+        s.files = [os.path.abspath(f) if os.path.exists(f) else f for f in s.files]
+    return s
+
+
+def _prepare_skim_dir(path: str) -> None:
+    if os.path.isfile(path):
+        raise ConfigurationError(
+            f"skim '{path}' is a file; a distributed run writes a skim as a directory of parts "
+            "(one per chunk) and a manifest: remove the file or choose another path"
+        )
+    os.makedirs(path, exist_ok=True)
+    for name in os.listdir(path):  # parts of an earlier run: only evflow's own files
+        if _PART.match(name) or name == MANIFEST:
+            os.remove(os.path.join(path, name))
+
+
+def _finish_skim(path: str, proc: Process, columns: list[str], parts: list[dict[str, Any]]) -> int:
+    rows = sum(p["rows"] for p in parts)
+    manifest = {
+        "process": proc.name,
+        "columns": columns,
+        "rows": rows,
+        "parts": parts,
+    }
+    tmp = os.path.join(path, f".{MANIFEST}.partial-{os.getpid()}")
+    with open(tmp, "w") as f:
+        json.dump(manifest, f, indent=1)
+    os.replace(tmp, os.path.join(path, MANIFEST))
+    for name in os.listdir(path):  # temporary files of killed tasks
+        if name.startswith(".part-") and "evflow-partial" in name:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(path, name))
+    return rows
+
+
+def _chunk_error(failure: dict[str, Any]) -> EvflowError:
+    where = failure.get("batch_where") or failure["where"]
+    module = failure.get("module") or ""
+    if failure["kind"] == "module":
+        err: EvflowError = ModuleError(
+            f"{failure['message']} [{failure['where']}]",
+            kind="module",
+            module=module,
+            batch=failure.get("batch"),
+        )
+    elif failure["kind"] == "environment":
+        err = JobError(f"{failure['message']} [{failure['where']}]", kind="environment")
+    else:
+        err = InputError(f"{failure['message']} [{where}]")
+    if failure.get("cause"):
+        import pickle
+
+        with contextlib.suppress(Exception):
+            err.__cause__ = pickle.loads(failure["cause"])
+    return err
+
+
+def run(
+    target: Process | Callable[[], Process],
+    *,
+    client: Any = None,
+    processes: int | None = None,
+    threads: int | None = None,
+    events_in_flight: int | None = None,
+    progress: bool | Callable[[int, int], None] = False,
+    executor: str = "threaded",
+    on_error: str = "fail",
+    filter_order: str | None = None,
+    chunk_size: int | None = None,
+    skip_bad_files: bool = False,
+    factory: Callable[[], Process] | None = None,
+    dashboard: bool | None = None,
+) -> Result:
+    """Runs an analysis on a Dask cluster; see :mod:`evflow.distributed`.
+
+    ``target`` is the Process, or a callable returning it (called here to
+    plan the chunks, and on each worker to build the modules). ``factory``
+    rebuilds the analysis on the workers instead of pickling ``target``
+    (e.g. by loading the analysis file there); the source is always the
+    client's ``target``'s. ``dashboard``: print the Dask dashboard's
+    address on stderr when the job starts (default: with ``progress=True``)."""
+    from .._job import _Plan
+    from .._process import Process
+    from ..cutflow import build
+    from ..result import Result
+
+    proc = target if isinstance(target, Process) else target()
+    if not isinstance(proc, Process):
+        raise ConfigurationError(f"the process factory returned {type(proc).__name__}, not an evflow Process")
+    if on_error not in ("fail", "skip", "skip-chunk"):
+        raise ConfigurationError(f"on_error must be 'fail', 'skip' or 'skip-chunk', not {on_error!r}")
+    if executor not in ("threaded", "sequential"):
+        raise ConfigurationError(f"executor must be 'threaded' or 'sequential', not {executor!r}")
+    plan = _Plan(proc)  # checks the description before anything is submitted
+    assert proc.source is not None
+    source = _absolute(proc.source)
+    kind = source_kind(source)
+    templates = {name: t for name, (_s, t) in plan.hists.items()}
+
+    shipped: Any
+    if factory is not None:
+        shipped = factory
+    elif isinstance(target, Process):
+        shipped = copy.copy(proc)
+        shipped.source = None
+    else:
+        shipped = target
+    import cloudpickle
+
+    payload = cloudpickle.dumps(shipped)
+    token = hashlib.sha1(payload).hexdigest()[:16]  # the analysis (workers keep it built)
+    job = uuid.uuid4().hex[:12]  # this run (task keys must not collide with an earlier run's)
+
+    t0 = time.perf_counter()
+    with _connect(client, processes) as c:
+        workers = _check_workers(c)
+        timing = {"connect_s": time.perf_counter() - t0}
+        link = getattr(c, "dashboard_link", None)
+        if link and (progress is True if dashboard is None else dashboard):
+            print(f"evflow: Dask dashboard at {link}", file=sys.stderr, flush=True)
+
+        skipped_files: list[dict[str, str]] = []
+        metas: list[FileMeta] = []
+        if kind != "synthetic":
+
+            def mapper(paths: list[str]) -> list[FileMeta]:
+                read = partial(read_meta, source, columns=plan.branches)
+                keys = [f"evflow-meta-{job}-{i}" for i in range(len(paths))]
+                return list(c.gather(c.map(read, paths, key=keys, pure=False)))
+
+            metas = gather_meta(source, plan.branches, mapper)
+            for m in metas:
+                if m.error is not None:
+                    if not skip_bad_files:
+                        raise m.error
+                    skipped_files.append({"file": m.path, "error": str(m.error)})
+        chunks = plan_chunks(source, metas, chunk_size=chunk_size, workers=workers)
+        timing["plan_s"] = time.perf_counter() - t0 - timing["connect_s"]
+        template = copy.copy(source)  # each task gets its chunk's files
+        if hasattr(template, "files"):
+            template.files = []
+
+        skim_dirs = [os.path.abspath(out.path) for out, _sel in proc.outputs]
+        for d in skim_dirs:
+            _prepare_skim_dir(d)
+        # Adaptive ordering: later chunks start from the orders earlier ones chose.
+        seeding = filter_order in ("adaptive", "hepframe") and any(p.reorderable for p in proc.paths.values())
+        orders_var = None
+        if seeding:
+            from distributed import Variable
+
+            orders_var = Variable(f"evflow-orders-{job}", client=c)
+        tally: dict[str, Counter[tuple[str, ...]]] = {}
+        published: dict[str, list[str]] = {}
+        options = {
+            "orders": orders_var.name if orders_var is not None else None,
+            "threads": threads or 1,
+            "events_in_flight": events_in_flight,
+            "executor": executor,
+            "on_error": "skip" if on_error == "skip" else "fail",
+            "filter_order": filter_order,
+            "skims": skim_dirs,
+        }
+        merger = Merger(chunks, list(templates), len(skim_dirs))
+        total = sum(ch.events for ch in chunks)
+        show: Callable[[int, int], None] | None = None
+        bar: _Progress | None = None
+        if progress is True:
+            bar = _Progress(total, len(chunks))
+            show = bar
+        elif callable(progress):
+            show = progress
+        skipped_chunks: list[dict[str, Any]] = []
+        payload_future = c.submit(_payload_task, payload, key=f"evflow-analysis-{job}", pure=False)
+        futures = {
+            c.submit(
+                run_chunk,
+                payload_future,
+                token,
+                template,
+                ch,
+                options,
+                key=f"evflow-chunk-{job}-{ch.index:05d}",
+                pure=False,
+                priority=len(chunks) - ch.index,  # earlier chunks first: the merge follows
+            ): ch
+            for ch in chunks
+        }
+        done_chunks = done_events = 0
+        try:
+            from distributed import as_completed
+
+            # Results are fetched in the background as chunks finish (batched),
+            # not one round trip per chunk.
+            for fut, r in as_completed(list(futures), with_results=True, raise_errors=False):
+                ch = futures.pop(fut)
+                fut.release()
+                if isinstance(r, ImportError):
+                    raise EvflowError(
+                        f"a Dask worker cannot import what {ch.describe()} needs ({r}); install evflow "
+                        "and the analysis's dependencies in the workers' environment"
+                    ) from r
+                if isinstance(r, BaseException):
+                    raise JobError(
+                        f"{ch.describe()} failed on the cluster: {type(r).__name__}: {r}", kind="executor"
+                    ) from r
+                if "error" in r:
+                    if on_error != "skip-chunk":
+                        raise _chunk_error(r["error"])
+                    skipped_chunks.append(
+                        {
+                            "chunk": ch.index,
+                            "entries": [[p.file, p.start, p.stop] for p in ch.pieces],
+                            "error": str(_chunk_error(r["error"])),
+                        }
+                    )
+                    merger.add(ch.index, None)
+                else:
+                    merger.add(ch.index, r)
+                    done_events += int(r["events"])
+                    if orders_var is not None:
+                        for name, order in r["order"].items():
+                            tally.setdefault(name, Counter())[tuple(order)] += r["events"]
+                        seed = {name: list(t.most_common(1)[0][0]) for name, t in tally.items()}
+                        if seed != published:
+                            orders_var.set(seed)
+                            published = seed
+                done_chunks += 1
+                if show is not None:
+                    show(done_chunks, done_events)
+        except BaseException:
+            for fut in futures:
+                fut.cancel()
+            for d in skim_dirs:  # no partial skim survives a failed job
+                with contextlib.suppress(OSError):
+                    _prepare_skim_dir(d)
+            raise
+        finally:
+            payload_future.release()
+            if orders_var is not None:
+                with contextlib.suppress(Exception):
+                    orders_var.delete()
+            if bar is not None:
+                bar.close()
+        scheduler = getattr(getattr(c, "scheduler", None), "address", None)
+        timing["chunks_s"] = time.perf_counter() - t0 - timing["connect_s"] - timing["plan_s"]
+
+    written = {}
+    for i, ((out, _sel), d) in enumerate(zip(proc.outputs, skim_dirs, strict=True)):
+        written[d] = _finish_skim(d, proc, list(out.columns), merger.skims[i])
+    wall = time.perf_counter() - t0
+    summaries = merger.summaries
+    report = merge_reports(
+        merger.reports, [s["first_batch"] for s in summaries], [s["chunk"] for s in summaries]
+    )
+    report.update(
+        wall_s=wall,
+        wall_s_python=wall,
+        threads=options["threads"],
+        processes=workers,
+        batches=len(merger.batches),
+        events_processed=merger.events,
+        throughput_ev_s=len(merger.batches) / wall if wall > 0 else 0.0,
+        distributed={
+            "scheduler": scheduler,
+            "dashboard": link,
+            "workers": workers,
+            "chunks": summaries,
+            "skipped_files": skipped_files,
+            "skipped_chunks": skipped_chunks,
+            "timing": timing,
+        },
+    )
+    cutflow = build(
+        [(p.name, [f.label for f in p.filters], p.reorderable) for p in proc.paths.values()],
+        merger.records,
+        merger.batches,
+        merger.finals,
+        merger.failed,
+        proc.weight is not None,
+    )
+    histograms = {n: (h if h is not None else templates[n].copy()) for n, h in merger.totals.items()}
+    return Result(
+        process=proc.name,
+        cutflow=cutflow,
+        histograms=histograms,
+        report=report,
+        outputs=written,
+        failed_batches=list(merger.failed),
+        events=merger.events,
+        wall_s=wall,
+        skipped_files=[s["file"] for s in skipped_files],
+        skipped_chunks=skipped_chunks,
+    )

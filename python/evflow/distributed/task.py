@@ -1,0 +1,209 @@
+"""The chunk task: what a Dask worker runs for one chunk.
+
+It rebuilds the analysis (once per worker process, cached), points a copy of
+it at the chunk's batches, runs the evflow engine on them and hands back
+everything the client needs to merge the chunk in order: the engine's
+per-batch cut-flow records, every batch's histogram part, the skim part it
+wrote and the chunk's report. A failure is returned as data (module, batch,
+file, entry range, traceback), not raised, so the client can name it
+precisely whatever the cluster's pickling of exceptions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import re
+import threading
+import time
+import traceback
+from typing import TYPE_CHECKING, Any
+
+from ..errors import EvflowError, JobError, ModuleError
+from .chunks import Chunk, chunk_source
+
+if TYPE_CHECKING:
+    from .._process import Process
+    from ..source import Source
+
+__all__ = ["part_name", "run_chunk"]
+
+#: The analyses this worker process has built, by job token.
+_BUILT: dict[str, Any] = {}
+_BUILT_LOCK = threading.Lock()
+
+
+def part_name(chunk: int) -> str:
+    """The file a chunk writes into a skim's directory (deterministic: a
+    retried chunk rewrites its own part)."""
+    return f"part-{chunk:05d}.parquet"
+
+
+def _process(payload: bytes, token: str) -> Process:
+    """The analysis of job ``token``: ``payload`` is a pickled Process, or a
+    pickled callable that returns one (built here, where the modules run)."""
+    import cloudpickle
+
+    from .._process import Process
+
+    with _BUILT_LOCK:
+        proc = _BUILT.get(token)
+        if proc is None:
+            obj = cloudpickle.loads(payload)
+            proc = obj if isinstance(obj, Process) else obj()
+            if not isinstance(proc, Process):
+                raise TypeError(f"the process factory returned {type(proc).__name__}, not an evflow Process")
+            _BUILT.clear()  # one job's analysis at a time per worker process
+            _BUILT[token] = proc
+    return proc
+
+
+def _failure(
+    chunk: Chunk, kind: str, message: str, exc: BaseException | None, **extra: Any
+) -> dict[str, Any]:
+    import pickle
+
+    cause = exc.__cause__ if exc is not None and exc.__cause__ is not None else exc
+    pickled = None
+    if cause is not None:
+        with contextlib.suppress(Exception):
+            pickled = pickle.dumps(cause)
+            pickle.loads(pickled)
+    return {
+        "chunk": chunk.index,
+        "kind": kind,
+        "message": message,
+        "where": chunk.describe(),
+        "traceback": "".join(traceback.format_exception(cause)) if cause is not None else "",
+        "cause": pickled,
+        **extra,
+    }
+
+
+def run_chunk(
+    payload: bytes, token: str, source: Source, chunk: Chunk, options: dict[str, Any]
+) -> dict[str, Any]:
+    """Runs the analysis on ``chunk``; returns the chunk's raw result, or
+    ``{"error": ...}`` naming the module, file and entry range."""
+    from .._job import run_process
+    from ..output import ParquetOutput
+
+    t0 = time.perf_counter()
+    host = f"{os.uname().nodename}:{os.getpid()}"
+    try:
+        base = _process(payload, token)
+    except Exception as e:
+        return {
+            "error": _failure(
+                chunk,
+                "environment",
+                f"cannot build the analysis on worker {host}: {type(e).__name__}: {e}",
+                e,
+            )
+        }
+    # A private copy: several chunk tasks may share this worker process.
+    proc = copy.copy(base)
+    proc.source = chunk_source(source, chunk)
+    seed = _seed(options.get("orders"))
+    perms = _reorder(proc, seed) if seed else {}
+    skims = options.get("skims", [])
+    proc.outputs = []
+    parts: list[ParquetOutput] = []
+    for (out, select), directory in zip(base.outputs, skims, strict=True):
+        part = ParquetOutput(os.path.join(directory, part_name(chunk.index)), out.columns, out.compression)
+        proc.outputs.append((part, select))
+        parts.append(part)
+    try:
+        res = run_process(
+            proc,
+            threads=options["threads"],
+            events_in_flight=options.get("events_in_flight"),
+            progress=False,
+            executor=options.get("executor", "threaded"),
+            on_error=options.get("on_error", "fail"),
+            trace=False,
+            filter_order=options.get("filter_order"),
+            raw=True,
+        )
+    except EvflowError as e:
+        extra: dict[str, Any] = {"type": type(e).__name__}
+        message = str(e)
+        if isinstance(e, JobError):
+            batch = e.batch
+            if batch is not None and 0 <= batch < len(chunk.steps):
+                f, a, b = chunk.steps[batch]
+                extra["batch_where"] = f"file '{f}', entries {a}-{b - 1}"
+                # The engine numbers the chunk's batches from 0: give the job's number.
+                message = re.sub(
+                    rf"\bbatch {batch}\b", f"batch {chunk.first_batch + batch}", message, count=1
+                )
+                batch += chunk.first_batch
+            extra.update(module=e.module, batch=batch, job_kind=e.kind)
+        kind = "module" if isinstance(e, ModuleError) else "input"
+        return {"error": _failure(chunk, kind, message, e, **extra)}
+    written = []
+    for part in parts:
+        rows = res.outputs.get(part.path, 0)
+        if rows == 0:
+            # No row: no file (an empty part would carry a schema of nulls).
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(part.path)
+            written.append((None, 0))
+        else:
+            written.append((os.path.basename(part.path), rows))
+    assert res.raw is not None
+    if perms:
+        res.raw["records"] = written_steps(res.raw["records"], perms)
+    return {
+        "chunk": chunk.index,
+        "events": res.events,
+        "raw": res.raw,
+        "report": res.report,
+        "skims": written,
+        "worker": host,
+        "wall_s": time.perf_counter() - t0,
+        "order": {p.path: p.order for p in res.cutflow if p.reorderable},
+        "seeded": seed or None,
+    }
+
+
+def _seed(variable: str | None) -> dict[str, list[str]]:
+    """The filter orders merged from the chunks finished so far (a Dask
+    Variable the client updates), or nothing yet."""
+    if not variable:
+        return {}
+    try:
+        from distributed import Variable
+
+        got = Variable(variable).get(timeout=0.05)
+    except Exception:  # not set yet, or no scheduler to ask: start from the written order
+        return {}
+    return dict(got) if isinstance(got, dict) else {}
+
+
+def written_steps(records: list[tuple[Any, ...]], perms: dict[int, list[int]]) -> list[tuple[Any, ...]]:
+    """The engine's cut-flow records with each filter step numbered by its
+    written position (what the client's cut-flow expects) instead of its
+    position on the reordered path."""
+    return [(b, p, perms[p][step] if p in perms else step, *rest) for b, p, step, *rest in records]
+
+
+def _reorder(proc: Process, seed: dict[str, list[str]]) -> dict[int, list[int]]:
+    """Lists the filters of each seeded reorderable path in the seed's order
+    (the engine's ordering policy starts from the listed order); returns,
+    per path index, the written position of each listed filter."""
+    from .._process import Path
+
+    perms: dict[int, list[int]] = {}
+    paths = {}
+    for i, (name, path) in enumerate(proc.paths.items()):
+        labels = [f.label for f in path.filters]
+        order = seed.get(name)
+        if path.reorderable and order and sorted(order) == sorted(labels) and order != labels:
+            perm = [labels.index(label) for label in order]
+            path = Path(name, [path.filters[k] for k in perm], path.reorderable, path.after)
+            perms[i] = perm
+        paths[name] = path
+    proc.paths = paths
+    return perms

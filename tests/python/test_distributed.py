@@ -1,0 +1,354 @@
+"""Distributed runs on a 2-worker Dask LocalCluster (worker processes):
+results identical to the single-process run and to a plain numpy/awkward
+reference, a worker killed mid-run, skims without lost or duplicated rows,
+bad files, module errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import awkward as ak
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import evflow as ef
+from evflow.distributed import MANIFEST, read_skim
+
+distributed = pytest.importorskip("distributed")
+
+EVENTS = 9_000
+STEP = 1_000
+
+
+@pytest.fixture(scope="module")
+def client() -> Any:
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=40
+    )
+    c = distributed.Client(cluster)
+    yield c
+    c.close()
+    cluster.close()
+
+
+def _columns(start: int, n: int, index: int) -> dict[str, Any]:
+    return ef.source.synthetic(0).generate(index, start, n)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    """Two Parquet files (row groups of 1000, one of 2500) and two ROOT
+    files (clusters of 1000 and 1500), NanoAOD-like synthetic events."""
+    import uproot
+
+    from evflow.data import _root_groups
+
+    d = tmp_path_factory.mktemp("dist")
+    out: dict[str, list[str]] = {"parquet": [], "root": []}
+    layouts = [[1000, 1000, 2500, 500], [1000] * 4 + [1000]]
+    start = 0
+    for k, groups in enumerate(layouts):
+        path = d / f"events{k}.parquet"
+        writer = None
+        for i, n in enumerate(groups):
+            cols = _columns(start, n, 100 * k + i)
+            table = pa.Table.from_arrays(
+                [ak.to_arrow(v, extensionarray=False) for v in cols.values()], names=list(cols)
+            )
+            writer = writer or pq.ParquetWriter(path, table.schema)
+            writer.write_table(table, row_group_size=n)
+            start += n
+        assert writer is not None
+        writer.close()
+        out["parquet"].append(str(path))
+    for k, clusters in enumerate([[1000, 1500, 1000], [1500, 1500]]):
+        path = d / f"events{k}.root"
+        with uproot.recreate(path) as f:
+            for i, n in enumerate(clusters):
+                grouped, _ = _root_groups(_columns(start, n, 200 + 10 * k + i))
+                if i == 0:  # mktree with arrays writes them: the first cluster
+                    tree = f.mktree("Events", grouped)
+                else:
+                    tree.extend(grouped)
+                start += n
+        out["root"].append(str(path))
+    return out
+
+
+def _analysis(source: ef.source.Source, skim: str | None = None, *, kill: tuple[str, int, str, int] | None = None,
+              fail_at: int | None = None, written: tuple[str, str] = ("two_muons", "met_cut")) -> ef.Process:  # fmt: skip
+    """Two reorderable cuts, a producer, weighted and jagged histograms, an
+    optional skim. ``kill=(file, entry, marker, pid)``: the filter kills its
+    own worker process once on that batch; ``fail_at``: raises there."""
+    proc = ef.Process("dist", weight="genWeight")
+    proc.source = source
+
+    @proc.producer(consumes=["Muon_pt", "Muon_eta", "Muon_phi"], produces=["mll"])
+    def mll(ev: ef.Events) -> np.ndarray:
+        pt, eta, phi = (ak.pad_none(ev[c], 2)[:, :2] for c in ("Muon_pt", "Muon_eta", "Muon_phi"))
+        m2 = 2 * pt[:, 0] * pt[:, 1] * (np.cosh(eta[:, 0] - eta[:, 1]) - np.cos(phi[:, 0] - phi[:, 1]))
+        return ak.to_numpy(ak.fill_none(np.sqrt(m2), -1.0)).astype(np.float64)
+
+    @proc.filter(consumes=["nMuon"])
+    def two_muons(ev: ef.Events) -> np.ndarray:
+        if kill is not None:
+            file, entry, marker, parent = kill
+            info = ev.info
+            here = info.file == file and info.entry_start == entry and os.getpid() != parent
+            if here and not os.path.exists(marker):
+                Path(marker).touch()
+                os.kill(os.getpid(), signal.SIGKILL)
+        if fail_at is not None and ev.info.entry_start == fail_at:
+            raise ValueError("broken calibration")
+        return ev.nMuon >= 2
+
+    @proc.filter(consumes=["MET_pt"])
+    def met_cut(ev: ef.Events) -> np.ndarray:
+        return ev.MET_pt > 10
+
+    proc.path("sel", list(written), reorderable=True)
+    proc.histogram("mll", bins=60, range=(0, 150), after="sel", weight=True)
+    proc.histogram("jet_pt", column="Jet_pt", bins=40, range=(0, 200))
+    proc.histogram("met", column="MET_pt", bins=50, range=(0, 200), after="sel")
+    if skim is not None:
+        proc.output(ef.output.parquet(skim, columns=["event", "mll", "Jet_pt"]), select="sel")
+    return proc
+
+
+def _same(a: ef.Result, b: ef.Result) -> None:
+    assert a.events == b.events
+    assert a.cutflow.to_dict() == b.cutflow.to_dict()
+    assert a.histograms.keys() == b.histograms.keys()
+    for name, h in a.histograms.items():
+        other = b.histograms[name]
+        assert np.array_equal(h.values(flow=True), other.values(flow=True)), name
+        if h.variances() is not None:
+            assert np.array_equal(h.variances(flow=True), other.variances(flow=True)), name
+
+
+def _reference(paths: list[str]) -> dict[str, Any]:
+    """Plain numpy/awkward on the whole files: the selection and histograms."""
+    import uproot
+
+    parts = []
+    for p in paths:
+        if p.endswith(".parquet"):
+            parts.append(ak.from_parquet(p))
+        else:
+            parts.append(uproot.open(p)["Events"].arrays())
+    ev = ak.concatenate(parts)
+    muon = (
+        ak.pad_none(ev.Muon_pt, 2)[:, :2],
+        ak.pad_none(ev.Muon_eta, 2)[:, :2],
+        ak.pad_none(ev.Muon_phi, 2)[:, :2],
+    )
+    pt, eta, phi = muon
+    m2 = 2 * pt[:, 0] * pt[:, 1] * (np.cosh(eta[:, 0] - eta[:, 1]) - np.cos(phi[:, 0] - phi[:, 1]))
+    mll = ak.to_numpy(ak.fill_none(np.sqrt(m2), -1.0)).astype(np.float64)
+    sel = (ak.to_numpy(ev.nMuon) >= 2) & (ak.to_numpy(ev.MET_pt) > 10)
+    w = ak.to_numpy(ev.genWeight).astype(np.float64)
+    return {
+        "events": len(ev),
+        "passed": int(sel.sum()),
+        "mll": np.histogram(mll[sel], bins=60, range=(0, 150), weights=w[sel])[0],
+        "jet_pt": np.histogram(ak.to_numpy(ak.flatten(ev.Jet_pt)), bins=40, range=(0, 200))[0],
+        "met": np.histogram(ak.to_numpy(ev.MET_pt)[sel], bins=50, range=(0, 200))[0],
+        "event": ak.to_numpy(ev.event)[sel],
+    }
+
+
+@pytest.mark.parametrize("kind", ["parquet", "root"])
+def test_identical_to_single_process_and_reference(client: Any, files: dict[str, list[str]], kind: str,
+                                                   tmp_path: Path) -> None:  # fmt: skip
+    src = ef.source.auto(files[kind], step_size=STEP)
+    single = _analysis(src, str(tmp_path / "single.parquet")).run(threads=2)
+    dist = _analysis(src, str(tmp_path / "skim")).run(client=client, chunk_size=2 * STEP)
+    _same(single, dist)
+    assert len(dist.report["distributed"]["chunks"]) >= 3
+    ref = _reference(files[kind])
+    assert dist.events == ref["events"] and dist.cutflow["sel"].passed == ref["passed"]
+    assert np.array_equal(dist.histograms["jet_pt"].values(), ref["jet_pt"])
+    assert np.array_equal(dist.histograms["met"].values(), ref["met"])
+    assert np.allclose(dist.histograms["mll"].values(), ref["mll"], rtol=1e-12, atol=0)
+    # The skim: every selected event once, in the single-process order.
+    rows = read_skim(str(tmp_path / "skim"))
+    assert rows.equals(pq.read_table(tmp_path / "single.parquet"))
+    assert np.array_equal(rows.column("event").to_numpy(), ref["event"])
+    manifest = json.loads((tmp_path / "skim" / MANIFEST).read_text())
+    assert manifest["rows"] == len(ref["event"]) == dist.outputs[str(tmp_path / "skim")]
+    assert sorted(os.listdir(tmp_path / "skim")) == sorted(
+        [MANIFEST] + [p["file"] for p in manifest["parts"] if p["file"]]
+    )
+
+
+def test_chunks_are_the_single_process_batches(files: dict[str, list[str]]) -> None:
+    """The planned steps are exactly the batches a single-process run reads
+    (row groups grouped up to the step, a large one cut, the event limit)."""
+    from evflow.distributed.chunks import gather_meta, plan_chunks, read_meta
+
+    for kind, step, limit in [("parquet", 2_000, None), ("parquet", 1_500, 7_300), ("root", 2_000, 5_200)]:
+        src = ef.source.auto(files[kind], step_size=step, max_events=limit)
+        seen: list[tuple[str, int, int]] = []
+        proc = ef.Process("batches")
+        proc.source = src
+
+        @proc.analyzer(consumes=["nJet"])
+        def record(ev: ef.Events, seen: list[tuple[str, int, int]] = seen) -> None:
+            seen.append((ev.info.file, ev.info.entry_start, ev.info.entry_stop))
+
+        proc.run(threads=1)
+        metas = gather_meta(src, ["nJet"], lambda paths, s=src: [read_meta(s, p, ["nJet"]) for p in paths])
+        chunks = plan_chunks(src, metas, chunk_size=None, workers=1)
+        planned = [s for ch in chunks for s in ch.steps]
+        assert planned == seen, (kind, step, limit)
+
+
+def test_worker_killed_mid_run(client: Any, files: dict[str, list[str]], tmp_path: Path) -> None:
+    src = ef.source.parquet(files["parquet"], step_size=STEP)
+    marker = str(tmp_path / "killed")
+    undisturbed = _analysis(src, str(tmp_path / "a")).run(client=client, chunk_size=STEP)
+    kill = (files["parquet"][1], 2000, marker, os.getpid())
+    hit = _analysis(src, str(tmp_path / "b"), kill=kill).run(client=client, chunk_size=STEP)
+    assert os.path.exists(marker)  # a worker process did die on that batch
+    _same(undisturbed, hit)
+    assert read_skim(str(tmp_path / "b")).equals(read_skim(str(tmp_path / "a")))
+    client.wait_for_workers(2, timeout=60)
+
+
+def test_bad_files_fail_clearly_or_are_skipped(
+    client: Any, files: dict[str, list[str]], tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken.parquet"
+    broken.write_bytes(b"not a parquet file at all")
+    missing = str(tmp_path / "missing.parquet")
+    good = files["parquet"]
+    with pytest.raises(ef.MissingFileError, match=r"missing\.parquet"):
+        _analysis(ef.source.parquet([good[0], missing], step_size=STEP)).run(client=client)
+    with pytest.raises(ef.InputError, match=r"broken\.parquet"):
+        _analysis(ef.source.parquet([str(broken), good[1]], step_size=STEP)).run(client=client)
+    src = ef.source.parquet([good[0], str(broken), missing, good[1]], step_size=STEP)
+    r = _analysis(src).run(client=client, skip_bad_files=True)
+    assert r.skipped_files == [str(broken), missing]
+    _same(r, _analysis(ef.source.parquet(good, step_size=STEP)).run(threads=1))
+
+
+def test_module_error_names_module_file_and_entries(client: Any, files: dict[str, list[str]]) -> None:
+    root = files["root"]
+    src = ef.source.root(root, step_size=STEP)
+    with pytest.raises(ef.ModuleError) as info:
+        _analysis(src, fail_at=1000).run(client=client, chunk_size=STEP)
+    text = str(info.value)
+    assert "two_muons" in text and os.path.basename(root[0]) in text and "entries 1000-" in text, text
+    assert info.value.module == "two_muons" and info.value.batch == 1  # the single-process batch number
+    assert isinstance(info.value.__cause__, ValueError)
+    # skip-chunk: the job finishes without the chunk and lists it.
+    r = _analysis(src, fail_at=1000).run(client=client, chunk_size=STEP, on_error="skip-chunk")
+    assert len(r.skipped_chunks) == 1 and "broken calibration" in r.skipped_chunks[0]["error"]
+    [(file, start, stop)] = r.skipped_chunks[0]["entries"]
+    assert file == root[0] and start == 1000
+    assert r.events == 6_500 - (stop - start)
+
+
+def test_missing_dependency_on_workers_is_a_clear_error(client: Any) -> None:
+    def factory() -> ef.Process:
+        import evflow_no_such_module  # noqa: F401
+
+        raise AssertionError("unreachable")
+
+    proc = _analysis(ef.source.synthetic(2_000, step_size=STEP))
+    with pytest.raises(ef.JobError, match="evflow_no_such_module"):
+        ef.distributed.run(proc, client=client, factory=factory)
+
+
+def test_processes_and_cli(files: dict[str, list[str]], client: Any, tmp_path: Path) -> None:
+    """processes=N starts (and stops) its own cluster; the command line runs
+    an analysis file on the fixture's scheduler."""
+    src = ef.source.synthetic(6_000, step_size=STEP, seed=3)
+    single = _analysis(src).run(threads=1)
+    _same(single, _analysis(src).run(processes=1, chunk_size=2 * STEP))
+
+    from evflow.cli import main
+
+    analysis = tmp_path / "ana.py"
+    analysis.write_text(
+        "import evflow as ef\n"
+        "proc = ef.Process('cli')\n"
+        "proc.source = ef.source.parquet('replaced-by-input.parquet')\n"
+        "proc.histogram('MET_pt', bins=20, range=(0, 200))\n"
+    )
+    save = tmp_path / "saved"
+    rc = main(["run", str(analysis), "--input", *files["parquet"], "--step-size", "1000",
+               "--scheduler", client.scheduler.address, "--save", str(save), "-q"])  # fmt: skip
+    assert rc == 0
+    import pickle
+
+    with open(save / "histograms.pkl", "rb") as f:
+        h = pickle.load(f)["MET_pt"]
+    met = np.concatenate([ak.to_numpy(ak.from_parquet(p).MET_pt) for p in files["parquet"]])
+    assert np.array_equal(h.values(), np.histogram(met, bins=20, range=(0, 200))[0])
+
+
+def test_adaptive_orders_seed_later_chunks(client: Any, files: dict[str, list[str]]) -> None:
+    """With adaptive ordering, chunks that start after others finished begin
+    with the orders those chose; what passes, and every histogram, is the
+    single-process run's."""
+    src = ef.source.parquet(files["parquet"], step_size=STEP)
+    single = _analysis(src).run(threads=1, filter_order="adaptive")
+    dist = _analysis(src).run(client=client, chunk_size=STEP, filter_order="adaptive")
+    assert dist.cutflow["sel"].passed == single.cutflow["sel"].passed
+    for name, h in single.histograms.items():
+        assert np.array_equal(h.values(flow=True), dist.histograms[name].values(flow=True)), name
+    chunks = dist.report["distributed"]["chunks"]
+    seeded = [c for c in chunks if c["seeded"]]
+    assert seeded, "no chunk started from the merged orders"
+    finished_orders = {tuple(c["order"]["sel"]) for c in chunks}
+    for c in seeded:
+        assert tuple(c["seeded"]["sel"]) in finished_orders
+    # The cut-flow stays consistent whatever order each chunk ran: every
+    # event meets the path's first filter in some order.
+    steps = dist.cutflow["sel"].steps
+    assert sum(s.seen for s in steps) >= dist.events
+
+
+def test_seeded_order_keeps_the_cutflow_by_written_filter(files: dict[str, list[str]]) -> None:
+    """A chunk seeded with another order lists the path's filters in that
+    order; its cut-flow records, renumbered to the written positions, give
+    the cut-flow of a run written in that order, under the written names."""
+    import copy
+
+    from evflow._job import run_process
+    from evflow.cutflow import build
+    from evflow.distributed.task import _reorder, written_steps
+
+    src = ef.source.parquet(files["parquet"], step_size=STEP)
+    reversed_run = _analysis(src, written=("met_cut", "two_muons")).run(threads=1)
+    proc = copy.copy(_analysis(src))
+    perms = _reorder(proc, {"sel": ["met_cut", "two_muons"]})
+    assert perms == {0: [1, 0]}
+    res = run_process(proc, threads=1, events_in_flight=None, progress=False, executor="threaded",
+                      on_error="fail", trace=False, raw=True)  # fmt: skip
+    assert res.raw is not None
+    raw = res.raw
+    cutflow = build([("sel", ["two_muons", "met_cut"], True)], written_steps(raw["records"], perms),
+                    raw["batches"], raw["finals"], raw["failed"], True)  # fmt: skip
+    assert cutflow["sel"].order == ["met_cut", "two_muons"]
+    for name in ("two_muons", "met_cut"):
+        assert cutflow["sel"][name] == reversed_run.cutflow["sel"][name]
+    assert [s.filter for s in cutflow["sel"].steps] == ["two_muons", "met_cut"]
+
+
+def test_progress_over_the_job_and_dashboard(client: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    src = ef.source.synthetic(4_000, step_size=STEP)
+    calls: list[tuple[int, int]] = []
+    r = _analysis(src).run(client=client, chunk_size=STEP, progress=lambda c, e: calls.append((c, e)))
+    assert calls == [(k, STEP * k) for k in range(1, 5)] and r.events == 4_000
+    _analysis(src).run(client=client, progress=True)
+    err = capsys.readouterr().err
+    assert f"Dask dashboard at {client.dashboard_link}" in err
+    assert "4000/4000 events" in err and "chunks" in err
