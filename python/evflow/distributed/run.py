@@ -41,6 +41,10 @@ def _probe() -> str:
     return evflow.__version__
 
 
+def _is_process(obj: Any) -> bool:
+    return all(hasattr(obj, a) for a in ("modules", "paths", "histograms", "outputs", "source", "run"))
+
+
 def _payload_task(payload: bytes) -> bytes:
     # The analysis as a task result: a worker that dies loses nothing the
     # scheduler cannot recompute (scattered data could not be).
@@ -219,12 +223,13 @@ def run(
     client's ``target``'s. ``dashboard``: print the Dask dashboard's
     address on stderr when the job starts (default: with ``progress=True``)."""
     from .._job import _Plan
-    from .._process import Process
     from ..cutflow import build
     from ..result import Result
 
-    proc = target if isinstance(target, Process) else target()
-    if not isinstance(proc, Process):
+    # A Process is not callable; a factory is. (Process itself is not
+    # imported here: it imports this module.)
+    proc = target() if callable(target) else target
+    if not _is_process(proc):
         raise ConfigurationError(f"the process factory returned {type(proc).__name__}, not an evflow Process")
     if on_error not in ("fail", "skip", "skip-chunk"):
         raise ConfigurationError(f"on_error must be 'fail', 'skip' or 'skip-chunk', not {on_error!r}")
@@ -239,7 +244,7 @@ def run(
     shipped: Any
     if factory is not None:
         shipped = factory
-    elif isinstance(target, Process):
+    elif not callable(target):
         shipped = copy.copy(proc)
         shipped.source = None
     else:

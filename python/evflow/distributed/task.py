@@ -45,14 +45,12 @@ def _process(payload: bytes, token: str) -> Process:
     pickled callable that returns one (built here, where the modules run)."""
     import cloudpickle
 
-    from .._process import Process
-
     with _BUILT_LOCK:
         proc = _BUILT.get(token)
         if proc is None:
             obj = cloudpickle.loads(payload)
-            proc = obj if isinstance(obj, Process) else obj()
-            if not isinstance(proc, Process):
+            proc = obj() if callable(obj) else obj  # a Process is not callable
+            if not all(hasattr(proc, a) for a in ("modules", "paths", "outputs", "source")):
                 raise TypeError(f"the process factory returned {type(proc).__name__}, not an evflow Process")
             _BUILT.clear()  # one job's analysis at a time per worker process
             _BUILT[token] = proc
@@ -193,7 +191,7 @@ def _reorder(proc: Process, seed: dict[str, list[str]]) -> dict[int, list[int]]:
     """Lists the filters of each seeded reorderable path in the seed's order
     (the engine's ordering policy starts from the listed order); returns,
     per path index, the written position of each listed filter."""
-    from .._process import Path
+    from .._modules import Path
 
     perms: dict[int, list[int]] = {}
     paths = {}
