@@ -7,6 +7,9 @@ One command::
     python bench/scaleout.py                         # 4M events, Parquet, Q1-Q8, 2 processes
     python bench/scaleout.py --events 1000000 --processes 2 --skip-coffea
 
+``--curve 1 2 4 8 16`` measures only the scaling curve: every query on
+clusters of 1, 2, 4, 8 and 16 worker processes, in one table.
+
 (Not ``bench/distributed.py``: that name would shadow Dask's ``distributed``
 package for the scripts in bench/.)
 
@@ -217,6 +220,41 @@ def stream(client: Any, path: Path, events: int, step: int, kernels: str) -> dic
     }
 
 
+def curve(args: argparse.Namespace, data_dir: Path) -> int:
+    """Events/s of every query on clusters of 1, 2, 4, ... worker processes
+    (``--curve``), one table, with the speed-up over 1 process."""
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    fmt = args.formats[0]
+    path = adl_bench.dataset(data_dir, args.events, fmt)
+    warm = adl_bench.dataset(data_dir, 200_000, fmt)
+    rates: dict[int, dict[int, float]] = {}
+    for n in args.curve:
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
+                               silence_logs=logging.ERROR)  # fmt: skip
+        client = Client(cluster)
+        try:
+            got = queries_on_cluster(client, path, warm, args.queries, args.step_size, args.kernels)
+        finally:
+            client.close()
+            cluster.close()
+        rates[n] = {q: rate(r["events"], r["wall_s"]) for q, r in got.items()}
+    load = os.getloadavg()
+    print(
+        f"## Scaling, {fmt}, {args.events / 1e6:g} M events (events/s; speed-up over {args.curve[0]} process(es))\n"
+    )
+    print("| query | " + " | ".join(f"{n} processes" for n in args.curve) + " |")
+    print("| --- |" + " ---: |" * len(args.curve))
+    for q in args.queries:
+        base = rates[args.curve[0]][q]
+        cells = [f"{adl_bench.fmt_rate(rates[n][q])} ({rates[n][q] / base:.2f}x)" for n in args.curve]
+        print(f"| Q{q} | " + " | ".join(cells) + " |")
+    print(f"\n(load average at end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f})")
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--events", type=int, default=4_000_000)
@@ -227,6 +265,8 @@ def main() -> int:
     p.add_argument("--kernels", default="auto", choices=["auto", "numba", "awkward"])
     p.add_argument("--stream-events", type=int, default=100_000_000)
     p.add_argument("--data-dir", default=os.environ.get("EVFLOW_BENCH_DATA", "/tmp/evflow-adl"))
+    p.add_argument("--curve", nargs="+", type=int, default=None, metavar="N",
+                   help="only the scaling curve: every query on clusters of N worker processes, for each N")  # fmt: skip
     p.add_argument("--skip-queries", action="store_true")
     p.add_argument("--skip-coffea", action="store_true")
     p.add_argument("--skip-baselines", action="store_true")
@@ -240,6 +280,8 @@ def main() -> int:
 
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
+    if args.curve:
+        return curve(args, data_dir)
     load0 = os.getloadavg()
     print(
         f"# evflow on Dask: {args.processes} worker processes, {args.events:,} events, step {args.step_size:,}"
