@@ -1,5 +1,6 @@
 //! `evflow`: run event-processing jobs from the command line.
 
+mod device;
 mod inspect;
 mod run;
 mod simulate;
@@ -99,6 +100,8 @@ pub struct WorkloadArgs {
     /// Print only errors.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    #[command(flatten)]
+    pub device: device::DeviceArgs,
 }
 
 impl WorkloadArgs {
@@ -110,7 +113,9 @@ impl WorkloadArgs {
                 self.time_scale
             ));
         }
+        let (devices, notice) = self.device.open()?;
         let load = evflow_config::LoadOptions {
+            device: Some(devices),
             events: self.events,
             time_scale: self.time_scale,
             work: self.work.map(|w| match w {
@@ -118,7 +123,11 @@ impl WorkloadArgs {
                 WorkArg::Sleep => evflow_workloads::Work::Sleep,
             }),
         };
-        evflow_config::load_file(&self.config, &load).map_err(|e| e.to_string())
+        let loaded = evflow_config::load_file(&self.config, &load).map_err(|e| e.to_string())?;
+        if let (Some(notice), Some(_)) = (notice, &loaded.devices) {
+            eprintln!("evflow: {notice}");
+        }
+        Ok(loaded)
     }
 
     /// The planner for reorderable paths of a loaded configuration.

@@ -20,6 +20,8 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     if args.events_in_flight == Some(0) {
         return Err("--events-in-flight must be at least 1".into());
     }
+    // Before loading: device threads started while loading inherit it.
+    system::fine_timer_slack();
     let loaded = workload.load()?;
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -36,6 +38,14 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
                 ExecutorKind::Threaded => threads,
                 ExecutorKind::Sequential => 1,
             });
+    if let Some(devices) = &loaded.devices {
+        devices.set_options(evflow_device::DeviceOptions {
+            events_in_flight,
+            host_threads: threads,
+            ..devices.options()
+        });
+    }
+    let devices = loaded.devices.clone();
     // Calibrate busy work before the clock starts, not inside the first module.
     evflow_workloads::busy_iterations_per_second();
     let progress = progress_bar(workload.quiet, loaded.events);
@@ -53,7 +63,6 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             .clone()
             .map(|bar| Arc::new(move |n| bar.set_position(n)) as evflow_core::ProgressFn),
     };
-    system::fine_timer_slack();
     let cpu0 = system::cpu_seconds();
     let result = evflow_core::run(loaded.process, &options);
     if let Some(bar) = &progress {
@@ -66,14 +75,16 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     };
     report.cpu_s = system::cpu_seconds() - cpu0;
     report.peak_rss_bytes = system::peak_rss_bytes();
+    let device_reports = devices.map(|d| d.reports()).unwrap_or_default();
     if let Some(path) = &workload.report {
-        write_json(path, &report)?;
+        write_json(path, &crate::device::report_json(&report, &device_reports)?)?;
     }
     if let Some(path) = &args.trace {
         write_json(path, &report.chrome_trace())?;
     }
     if !workload.quiet {
         summary::print(&report);
+        crate::device::print_summary(&device_reports);
     }
     match error {
         None => Ok(()),

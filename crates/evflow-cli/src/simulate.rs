@@ -43,7 +43,15 @@ pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
         read_s: 0.0,
         planner: Some(workload.planner(&loaded)),
         trace: false,
+        devices: loaded.devices.clone(),
     };
+    if let Some(devices) = &loaded.devices {
+        devices.set_options(evflow_device::DeviceOptions {
+            events_in_flight: args.events_in_flight,
+            host_threads: args.cores,
+            ..devices.options()
+        });
+    }
     let sim = evflow_sim::simulate(loaded.process, &options)
         .map_err(|e| format!("{}: {e}", workload.config.display()))?;
     if let Some(path) = &workload.report {

@@ -265,6 +265,7 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
         events,
         format: Format::CmsJson.name(),
         ordering: evflow_core::ordering::OrderingOptions::default(),
+        devices: None,
     })
 }
 

@@ -59,6 +59,7 @@
 
 mod cms_json;
 mod common;
+mod device;
 mod error;
 mod load;
 mod options;

@@ -18,6 +18,9 @@ pub struct LoadOptions {
     pub time_scale: f64,
     /// Makes every module busy-wait or sleep, whatever the file says.
     pub work: Option<Work>,
+    /// The device (and its options) for modules with a `device` table;
+    /// `None`: such modules run on the host.
+    pub device: Option<evflow_device::DeviceContext>,
 }
 
 impl Default for LoadOptions {
@@ -26,6 +29,7 @@ impl Default for LoadOptions {
             events: None,
             time_scale: 1.0,
             work: None,
+            device: None,
         }
     }
 }
@@ -49,6 +53,10 @@ pub struct Loaded {
     /// `filter_order`, `[ordering]`); turn it into a planner with
     /// [`OrderingOptions::factory`](evflow_core::ordering::OrderingOptions::factory).
     pub ordering: evflow_core::ordering::OrderingOptions,
+    /// The device context of the file's device modules (`None`: it has
+    /// none); its [`reports`](evflow_device::DeviceContext::reports) give
+    /// their figures after the run.
+    pub devices: Option<evflow_device::DeviceContext>,
 }
 
 impl fmt::Debug for Loaded {

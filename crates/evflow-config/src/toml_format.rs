@@ -104,6 +104,7 @@ struct ModuleSpec {
     correlated_with: Option<String>,
     otherwise_pass: Option<f64>,
     drift: Option<DriftSpec>,
+    device: Option<crate::device::DeviceSpec>,
 }
 
 #[derive(Deserialize)]
@@ -201,9 +202,22 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
     let mut process = Process::new(name);
     process.set_source(source);
     let decisions = filter_decisions(&doc.module, table.as_ref(), at)?;
+    // Device modules share one context: the caller's, else host only.
+    let devices = doc.module.iter().any(|m| m.device.is_some()).then(|| {
+        opts.device.clone().unwrap_or_else(|| {
+            evflow_device::DeviceContext::host_only(evflow_device::DeviceOptions::default())
+        })
+    });
     for m in &doc.module {
         let decision = decisions.get(m.label.as_str()).cloned();
-        process.add(build_module(m, default_work, opts, at, decision)?);
+        process.add(build_module(
+            m,
+            default_work,
+            opts,
+            at,
+            decision,
+            devices.as_ref(),
+        )?);
     }
     for (key, paths) in [("path", &doc.path), ("end_path", &doc.end_path)] {
         for (i, p) in paths.iter().enumerate() {
@@ -236,6 +250,7 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
         events,
         format: Format::Toml.name(),
         ordering,
+        devices,
     })
 }
 
@@ -460,6 +475,7 @@ fn build_module(
     opts: &LoadOptions,
     at: Origin<'_>,
     decision: Option<DecisionModel>,
+    devices: Option<&evflow_device::DeviceContext>,
 ) -> Result<ModuleDesc, ConfigFileError> {
     let label = m.label.as_str();
     let err = |message: String| at.module(label, message);
@@ -534,6 +550,7 @@ fn build_module(
     };
     if kind != ModuleKind::Producer {
         only(m.produces.is_some(), "produces", "producers")?;
+        only(m.device.is_some(), "device", "producers")?;
     }
     if kind != ModuleKind::Filter {
         only(m.pass_fraction.is_some(), "pass_fraction", "filters")?;
@@ -567,13 +584,20 @@ fn build_module(
                 Some(p) => p.iter().map(String::as_str).collect(),
                 None => vec![""],
             };
-            match concurrency {
-                Concurrency::Cloned(n) => {
-                    synthetic::cloned_producer(label, n, timing, &consumes, &produces)
+            match (&m.device, devices) {
+                (Some(spec), Some(context)) => {
+                    let io = (consumes.as_slice(), produces.as_slice());
+                    crate::device::build(label, spec, timing, scale, io, concurrency, context)
+                        .map_err(err)?
                 }
-                other => {
-                    synthetic::producer(label, timing, &consumes, &produces).concurrency(other)
-                }
+                _ => match concurrency {
+                    Concurrency::Cloned(n) => {
+                        synthetic::cloned_producer(label, n, timing, &consumes, &produces)
+                    }
+                    other => {
+                        synthetic::producer(label, timing, &consumes, &produces).concurrency(other)
+                    }
+                },
             }
         }
         ModuleKind::Filter => {

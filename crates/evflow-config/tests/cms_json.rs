@@ -27,6 +27,7 @@ fn quick() -> LoadOptions {
         events: Some(20),
         time_scale: 0.0,
         work: None,
+        device: None,
     }
 }
 
@@ -230,6 +231,7 @@ fn events_override_and_work_override() {
         events: Some(250),
         time_scale: 0.0,
         work: Some(Work::Busy),
+        device: None,
     };
     let loaded = load_str(&good(), Format::CmsJson, &opts, ORIGIN).unwrap();
     assert_eq!(loaded.events, 250);

@@ -163,6 +163,7 @@ fn events_option_overrides_the_file() {
         events: Some(7),
         time_scale: 0.0,
         work: Some(Work::Busy),
+        device: None,
     };
     let loaded = load_str("[process]\nevents = 1000\n[[module]]\nlabel=\"a\"\ntype=\"analyzer\"\n[[end_path]]\nname=\"e\"\nmodules=[\"a\"]\n", Format::Toml, &opts, ORIGIN).unwrap();
     assert_eq!(loaded.events, 7);
@@ -623,6 +624,7 @@ fn example_configs_load_and_run() {
             events: Some(50),
             time_scale: 0.0,
             work: None,
+            device: None,
         };
         let loaded = load_file(&path, &opts).unwrap_or_else(|e| panic!("{e}"));
         let options = RunOptions {
@@ -678,6 +680,7 @@ fn documented_example_loads_and_runs() {
         events: Some(30),
         time_scale: 0.0,
         work: None,
+        device: None,
     };
     let loaded = load_str(&text[start..end], Format::Toml, &opts, "configuration.md")
         .unwrap_or_else(|e| panic!("{e}"));

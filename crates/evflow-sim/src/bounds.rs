@@ -62,6 +62,7 @@ pub(crate) fn compute(
         read_s: options.read_s,
         planner: options.planner.clone(),
         trace: false,
+        devices: None,
     };
     let model = Model {
         costs: model_costs.costs.clone(),

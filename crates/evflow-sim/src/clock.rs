@@ -17,6 +17,7 @@ use evflow_core::{
 };
 
 use crate::options::SimOptions;
+use crate::time::Time;
 
 /// What the simulation knows about the modules and the input.
 pub(crate) struct Model {
@@ -80,25 +81,6 @@ impl Observer for Tally {
     }
 }
 
-/// A simulated instant, totally ordered for the event heap.
-struct Time(f64);
-impl PartialEq for Time {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.total_cmp(&other.0).is_eq()
-    }
-}
-impl Eq for Time {}
-impl PartialOrd for Time {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Time {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&other.0)
-    }
-}
-
 pub(crate) fn run(
     graph: Arc<Graph>,
     mut model: Model,
@@ -145,6 +127,10 @@ pub(crate) fn run(
     let mut finished = false;
     let mut ctx_index = slot_index;
     let mut ctx_id = slot_id;
+    let mut device = options
+        .devices
+        .as_ref()
+        .and_then(|d| crate::device::SimDevice::new(d, &graph, k));
 
     while !finished {
         {
@@ -152,8 +138,27 @@ pub(crate) fn run(
                 costs: &model.costs,
                 slot_index: &ctx_index,
                 options,
+                device: device.as_ref(),
             };
             machine.assign_idle(now, &ctx, &mut module_busy_s);
+        }
+        // A device event (a launch landing, a combining deadline) before the
+        // next task completion: the device's external work completes.
+        let next_core = machine.heap.peek().map(|Reverse((Time(t), _, _))| *t);
+        if let Some(dev) = device.as_mut()
+            && let Some(t) = dev.next_time()
+            && next_core.is_none_or(|c| t <= c)
+        {
+            now = now.max(t);
+            tally.now.set(now);
+            accumulate(&mut profile, machine.modules_running, now - last);
+            last = now;
+            for (module, slot, instance) in dev.pop(now) {
+                out.clear();
+                coordinator.acquire_done(slot, module, instance, &mut out, &tally);
+                machine.injector.extend(out.drain(..));
+            }
+            continue;
         }
         let Some(Reverse((Time(t), _, core))) = machine.heap.pop() else {
             return Err(RunError::Failed {
@@ -215,9 +220,21 @@ pub(crate) fn run(
                     (Some(decide), ModuleKind::Filter) if !decide(ctx_id[slot]) => Outcome::Reject,
                     _ => Outcome::Pass,
                 };
+                let on_device = device.as_ref().is_some_and(|d| d.handles(module));
                 if phase == Phase::Acquire {
-                    coordinator.acquire_done(slot, module, instance, &mut out, &tally);
+                    let host = match device.as_mut() {
+                        Some(d) if on_device => d.acquire(now, slot, module, instance),
+                        _ => true,
+                    };
+                    if host {
+                        coordinator.acquire_done(slot, module, instance, &mut out, &tally);
+                    }
                 } else {
+                    if let Some(d) = device.as_mut().filter(|_| on_device)
+                        && !d.on_device(slot, module)
+                    {
+                        d.host_done(now, module, now - started - options.overhead_s);
+                    }
                     coordinator.module_done(slot, module, instance, outcome, &mut out, &tally);
                 }
             }
@@ -233,6 +250,7 @@ pub(crate) fn run(
                     costs: &model.costs,
                     slot_index: &ctx_index,
                     options,
+                    device: device.as_ref(),
                 };
                 machine.start(core, next, now, &ctx, &mut module_busy_s);
             }
@@ -315,6 +333,8 @@ struct Costs<'a> {
     costs: &'a [Option<CostModel>],
     slot_index: &'a [u64],
     options: &'a SimOptions,
+    /// Device invocations put their products only: no host cost.
+    device: Option<&'a crate::device::SimDevice>,
 }
 
 impl Costs<'_> {
@@ -326,6 +346,11 @@ impl Costs<'_> {
                 phase: Phase::Acquire,
                 ..
             } => self.options.overhead_s,
+            Task::Module { slot, module, .. }
+                if self.device.is_some_and(|d| d.on_device(slot, module)) =>
+            {
+                self.options.overhead_s
+            }
             Task::Module { slot, module, .. } => {
                 self.costs[module]
                     .as_ref()

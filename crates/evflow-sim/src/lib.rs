@@ -26,8 +26,10 @@
 
 mod bounds;
 mod clock;
+mod device;
 mod options;
 mod simulate;
+mod time;
 
 pub use bounds::{Bounds, Limiter};
 pub use options::SimOptions;

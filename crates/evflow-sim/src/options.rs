@@ -15,6 +15,10 @@ pub struct SimOptions {
     pub planner: Option<evflow_core::PlannerFactory>,
     /// Record every simulated module execution in `report.trace`.
     pub trace: bool,
+    /// The device of the job's device modules: an emulated device is
+    /// simulated by its performance model, with the same combining and
+    /// split decisions as a real run; otherwise they run on the host.
+    pub devices: Option<evflow_device::DeviceContext>,
 }
 
 impl std::fmt::Debug for SimOptions {
@@ -37,6 +41,7 @@ impl Default for SimOptions {
             read_s: 0.0,
             planner: None,
             trace: false,
+            devices: None,
         }
     }
 }

@@ -1,0 +1,152 @@
+//! `--device*` options: which device runs device modules, how work is split
+//! and combined; the device section of the report and summary.
+
+use std::io::Write;
+
+use evflow_device::{
+    CombinePolicy, DeviceChoice, DeviceContext, DeviceModuleReport, DeviceOptions, EmulatedConfig,
+    SplitMode,
+};
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum DeviceArg {
+    /// A GPU if one can be used, else the host (with a one-line notice).
+    Auto,
+    /// The emulated device (threads with a modelled latency and bandwidth).
+    Emulated,
+    /// A CUDA GPU; the job fails without one.
+    Cuda,
+    /// Host only.
+    None,
+}
+
+/// Options of device modules (configurations with `device` tables).
+#[derive(clap::Args, Debug, Clone)]
+pub struct DeviceArgs {
+    /// Device for modules with a device implementation.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub device: DeviceArg,
+    /// Host/device split: `adaptive`, or `fixed:P` with P the percentage of invocations on the device.
+    #[arg(long, default_value = "adaptive", value_parser = parse_split)]
+    pub device_split: SplitMode,
+    /// Launch a batch once this many invocations of a module wait.
+    #[arg(long, default_value_t = CombinePolicy::default().max_events)]
+    pub device_batch: usize,
+    /// ... or once the oldest has waited this many microseconds.
+    #[arg(long, default_value_t = CombinePolicy::default().timeout_s * 1e6)]
+    pub device_timeout_us: f64,
+    /// Emulated device: kernel launch latency, microseconds.
+    #[arg(long, default_value_t = EmulatedConfig::default().launch_latency_s * 1e6)]
+    pub device_latency_us: f64,
+    /// Emulated device: fixed cost of a transfer, microseconds.
+    #[arg(long, default_value_t = EmulatedConfig::default().transfer_latency_s * 1e6)]
+    pub device_transfer_latency_us: f64,
+    /// Emulated device: host↔device bandwidth, GB/s per direction.
+    #[arg(long, default_value_t = EmulatedConfig::default().bandwidth_bytes_s / 1e9)]
+    pub device_bandwidth_gbs: f64,
+    /// Emulated device: divides the modules' declared device times.
+    #[arg(long, default_value_t = 1.0)]
+    pub device_speedup: f64,
+    /// Emulated device: no overlap of transfers and kernels of successive launches.
+    #[arg(long)]
+    pub device_no_overlap: bool,
+}
+
+fn parse_split(s: &str) -> Result<SplitMode, String> {
+    s.parse()
+}
+
+impl DeviceArgs {
+    /// Opens the device; the notice is for jobs that have device modules.
+    pub fn open(&self) -> Result<(DeviceContext, Option<String>), String> {
+        let positive = |v: f64, name: &str| {
+            if v.is_finite() && v > 0.0 {
+                Ok(v)
+            } else {
+                Err(format!("--{name} must be a finite number > 0, not {v}"))
+            }
+        };
+        let non_negative = |v: f64, name: &str| {
+            if v.is_finite() && v >= 0.0 {
+                Ok(v)
+            } else {
+                Err(format!("--{name} must be a finite number >= 0, not {v}"))
+            }
+        };
+        if self.device_batch == 0 {
+            return Err("--device-batch must be at least 1".into());
+        }
+        let choice = match self.device {
+            DeviceArg::Auto => DeviceChoice::Auto,
+            DeviceArg::None => DeviceChoice::None,
+            DeviceArg::Cuda => DeviceChoice::Cuda,
+            DeviceArg::Emulated => DeviceChoice::Emulated(EmulatedConfig {
+                launch_latency_s: non_negative(self.device_latency_us, "device-latency-us")? * 1e-6,
+                bandwidth_bytes_s: positive(self.device_bandwidth_gbs, "device-bandwidth-gbs")?
+                    * 1e9,
+                speedup: positive(self.device_speedup, "device-speedup")?,
+                overlap: !self.device_no_overlap,
+                ..EmulatedConfig::default()
+            }),
+        };
+        let options = DeviceOptions {
+            split: self.device_split,
+            combine: CombinePolicy {
+                max_events: self.device_batch,
+                timeout_s: non_negative(self.device_timeout_us, "device-timeout-us")? * 1e-6,
+            },
+            ..DeviceOptions::default()
+        };
+        DeviceContext::open(&choice, options).map_err(|e| format!("--device: {e}"))
+    }
+}
+
+/// The report as JSON, with a `devices` section when the job had device
+/// modules.
+pub fn report_json(
+    report: &evflow_core::Report,
+    devices: &[DeviceModuleReport],
+) -> Result<serde_json::Value, String> {
+    let mut value = serde_json::to_value(report).map_err(|e| e.to_string())?;
+    if !devices.is_empty()
+        && let Some(object) = value.as_object_mut()
+    {
+        let devices = serde_json::to_value(devices).map_err(|e| e.to_string())?;
+        object.insert("devices".into(), devices);
+    }
+    Ok(value)
+}
+
+/// One line per device module after the time report.
+pub fn print_summary(devices: &[DeviceModuleReport]) {
+    let _ = write_summary(&mut std::io::stdout().lock(), devices);
+}
+
+fn write_summary(out: &mut impl Write, devices: &[DeviceModuleReport]) -> std::io::Result<()> {
+    for d in devices {
+        let split = d.split_history.last().map_or(0.0, |p| p.device_fraction);
+        writeln!(
+            out,
+            "device module {} on {}: {} host + {} device calls, {} launches ({:.1} events/launch), \
+             {:.1} MB in, {:.1} MB out, transfers {:.3} s, kernels {:.3} s, split {} (last {:.0}% device){}",
+            d.label,
+            d.device.as_deref().unwrap_or("host"),
+            d.host_calls,
+            d.device_calls,
+            d.launches,
+            d.events_per_launch,
+            d.bytes_in as f64 / 1e6,
+            d.bytes_out as f64 / 1e6,
+            d.transfer_in_s + d.transfer_out_s,
+            d.kernel_s,
+            d.split,
+            split * 100.0,
+            if d.failed_launches > 0 {
+                format!(", {} failed launches", d.failed_launches)
+            } else {
+                String::new()
+            },
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,88 @@
+//! `evflow run` with device modules: the device options, the notice, the
+//! devices section of the report.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn evflow(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_evflow"))
+        .args(args)
+        .output()
+        .expect("the evflow binary runs")
+}
+
+fn example() -> String {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    root.join("examples/configs/device.toml")
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("evflow-dev-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+const FAST: [&str; 6] = ["--time-scale", "0.01", "-n", "100", "--threads", "2"];
+
+#[test]
+fn emulated_device_run_reports_its_device_modules() {
+    let report = scratch("report").join("r.json");
+    let report_s = report.to_string_lossy().into_owned();
+    let config = example();
+    let mut args = vec![
+        "run",
+        &config,
+        "--device",
+        "emulated",
+        "--device-split",
+        "fixed:50",
+    ];
+    args.extend(FAST);
+    args.extend(["--report", &report_s]);
+    let out = evflow(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("device module tracking on emulated:0: 50 host + 50 device calls"),
+        "{stdout}"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let d = &doc["devices"][0];
+    assert_eq!(d["label"], "tracking");
+    assert_eq!(d["device_calls"], 50);
+    assert_eq!(d["bytes_in"], 50 * 262144);
+    assert!(d["launches"].as_u64().unwrap() >= 1);
+    assert_eq!(d["split"], "fixed:50");
+}
+
+#[test]
+fn no_device_gives_one_notice_and_a_demanded_one_an_error() {
+    let config = example();
+    let mut args = vec!["run", &config, "-q"];
+    args.extend(FAST);
+    let out = evflow(&args);
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("evflow: no device: device modules run on the host"));
+
+    args.extend(["--device", "cuda"]);
+    let out = evflow(&args);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--device: device 'cuda': no such device"),
+        "{stderr}"
+    );
+
+    let out = evflow(&["run", &config, "--device-split", "fixed:150"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("device split 'fixed:150'"));
+}

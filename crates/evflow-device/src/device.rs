@@ -1,0 +1,148 @@
+//! The device model: a [`Device`] runs [`Launch`]es asynchronously — one
+//! packed transfer in, one kernel over a batch of invocations, one transfer
+//! out — and reports each launch's end through a callback. Nobody waits on a
+//! device: the callback resumes the events (the engine's external-work path).
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+/// The device code of a module: runs over a whole batch of invocations.
+///
+/// `input` holds the packed inputs of every invocation, invocation `i` in
+/// `input[in_offsets[i]..in_offsets[i + 1]]`; the kernel writes invocation
+/// `i`'s result into `output[out_offsets[i]..out_offsets[i + 1]]`.
+/// On the emulated device this Rust code is the kernel; a GPU backend
+/// compiles [`Kernel::source`] instead and must compute the same bytes.
+pub trait Kernel: Send + Sync {
+    /// Name of the kernel (errors, caches, traces).
+    fn name(&self) -> &str;
+    /// Source for a run-time compiling backend (CUDA C for NVRTC), if any.
+    fn source(&self) -> Option<&str> {
+        None
+    }
+    /// Runs the kernel over a batch.
+    fn run(
+        &self,
+        input: &[u8],
+        in_offsets: &[usize],
+        output: &mut [u8],
+        out_offsets: &[usize],
+    ) -> Result<(), String>;
+}
+
+/// One launch: a batch of invocations of one module's kernel.
+pub struct Launch {
+    /// Label of the module (for errors).
+    pub module: String,
+    pub kernel: Arc<dyn Kernel>,
+    /// Packed inputs, `in_offsets.len() == items + 1`.
+    pub input: Vec<u8>,
+    pub in_offsets: Vec<usize>,
+    /// Output offsets, `out_offsets.len() == items + 1`.
+    pub out_offsets: Vec<usize>,
+    /// Modelled kernel time of the batch on a device of speed-up 1, in
+    /// seconds (the sum of the invocations' declared device costs). An
+    /// emulated device uses it; a real one ignores it.
+    pub work_s: f64,
+}
+
+impl Launch {
+    pub fn items(&self) -> usize {
+        self.in_offsets.len().saturating_sub(1)
+    }
+    pub fn bytes_in(&self) -> usize {
+        self.input.len()
+    }
+    pub fn bytes_out(&self) -> usize {
+        self.out_offsets.last().copied().unwrap_or(0)
+    }
+}
+
+/// Where the time of one launch went, in seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct LaunchTimes {
+    /// From submission to the start of the transfer in (waiting for a
+    /// staging buffer or for the copy engine).
+    pub queued_s: f64,
+    pub transfer_in_s: f64,
+    pub kernel_s: f64,
+    pub transfer_out_s: f64,
+    /// From submission to the callback.
+    pub total_s: f64,
+}
+
+/// A finished launch: the results, with their offsets.
+pub struct LaunchOutput {
+    pub output: Vec<u8>,
+    pub out_offsets: Vec<usize>,
+    pub times: LaunchTimes,
+}
+
+/// Called once per launch, from a device thread.
+pub type LaunchDone = Box<dyn FnOnce(Result<LaunchOutput, DeviceError>) + Send>;
+
+/// What went wrong on a device. Every variant names the device; the engine
+/// adds the module and the event.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DeviceError {
+    #[error("device '{device}': no such device ({reason})")]
+    Unavailable { device: String, reason: String },
+    #[error("device '{device}': kernel '{kernel}' failed to compile: {message}")]
+    Compile {
+        device: String,
+        kernel: String,
+        message: String,
+    },
+    #[error("device '{device}': launch of kernel '{kernel}' failed: {message}")]
+    Launch {
+        device: String,
+        kernel: String,
+        message: String,
+    },
+    #[error(
+        "device '{device}': out of memory: launch of kernel '{kernel}' needs {needed} bytes, the device has {capacity}"
+    )]
+    OutOfMemory {
+        device: String,
+        kernel: String,
+        needed: usize,
+        capacity: usize,
+    },
+}
+
+/// Time the device's engines were busy, in seconds since it started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct DeviceBusy {
+    pub transfer_in_s: f64,
+    pub kernel_s: f64,
+    pub transfer_out_s: f64,
+    pub launches: u64,
+}
+
+impl DeviceBusy {
+    /// Busy time of the stage that limits the device's throughput.
+    pub fn bottleneck_s(&self, overlap: bool) -> f64 {
+        if overlap {
+            self.transfer_in_s
+                .max(self.kernel_s)
+                .max(self.transfer_out_s)
+        } else {
+            self.transfer_in_s + self.kernel_s + self.transfer_out_s
+        }
+    }
+}
+
+/// An accelerator backend.
+pub trait Device: Send + Sync {
+    /// Name used in notices and errors (`emulated:0`, `cuda:0 (H100)`).
+    fn name(&self) -> &str;
+    /// Compiles (or finds in the cache) a kernel before its first launch.
+    fn prepare(&self, kernel: &dyn Kernel) -> Result<(), DeviceError>;
+    /// Starts a launch and returns at once; `done` runs when it ended.
+    fn submit(&self, launch: Launch, done: LaunchDone);
+    /// Whether transfers and kernels of successive launches overlap.
+    fn overlaps(&self) -> bool;
+    /// Busy time of the device's engines so far.
+    fn busy(&self) -> DeviceBusy;
+}

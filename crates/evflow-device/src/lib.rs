@@ -1,0 +1,45 @@
+//! # evflow-device
+//!
+//! Accelerators for evflow: modules with a device implementation beside
+//! (or instead of) their host one, run through the engine's external-work
+//! path so that no evflow thread ever waits on a device.
+//!
+//! * [`Device`]: a backend that runs [`Launch`]es asynchronously (packed
+//!   transfer in, one kernel over a batch, transfer out) and calls back.
+//!   [`EmulatedDevice`] runs kernels on its own threads with a modelled
+//!   latency, bandwidth and speed-up, separate copy and compute engines,
+//!   and configurable faults.
+//! * [`Combiner`]: gathers invocations of one module across events in
+//!   flight into one launch, by count or time-out (pure logic).
+//! * [`SplitController`]: routes invocations to the host or the device,
+//!   adaptively to the floor of the bathtub or by a fixed fraction (pure
+//!   logic).
+//! * [`DeviceProducer`] + [`offload`]: a user's device module as an engine
+//!   module; [`synthetic_device`]: a synthetic one with declared costs.
+//! * [`RandomService`]: random numbers generated on the device into one
+//!   half of a double buffer while modules draw from the other; the host
+//!   computes the same stream when the device is late or absent.
+//!
+//! See `docs/accelerators.md` for the model and the measurements.
+
+mod combine;
+mod context;
+mod device;
+mod emulated;
+mod offload;
+mod prng;
+mod split;
+mod stats;
+mod synthetic;
+
+pub use combine::{CombinePolicy, Combiner};
+pub use context::{DeviceChoice, DeviceContext, DeviceModel, DeviceOptions};
+pub use device::{
+    Device, DeviceBusy, DeviceError, Kernel, Launch, LaunchDone, LaunchOutput, LaunchTimes,
+};
+pub use emulated::{EmulatedConfig, EmulatedDevice, Faults};
+pub use offload::{DeviceProducer, Offload, offload};
+pub use prng::{RandomService, RandomStats, stream_value};
+pub use split::{Side, SplitController, SplitMode, SplitPoint, SplitTuning};
+pub use stats::DeviceModuleReport;
+pub use synthetic::{SyntheticDevice, synthetic_device};

@@ -1,0 +1,403 @@
+//! Device modules in the engine: a producer with a device implementation
+//! runs through the engine's external-work path. `acquire` routes the
+//! invocation (host or device, [`SplitController`]); a device invocation is
+//! packed and handed to the module's [`Combiner`]; a full or timed-out batch
+//! becomes one [`Launch`]; the launch's callback scatters the results and
+//! completes each event, and `produce` puts them. No evflow thread waits.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+use evflow_core::{
+    Completion, Event, EventId, ModuleDesc, ModuleError, ModuleResult, Producer, Transitions,
+};
+
+use crate::combine::Combiner;
+use crate::context::{DeviceContext, DeviceOptions};
+use crate::device::{Device, DeviceError};
+use crate::device::{Kernel, Launch, LaunchOutput};
+use crate::split::{Side, SplitController, SplitMode};
+use crate::stats::{DeviceModuleReport, Stats};
+
+/// A producer with a device implementation (and usually a host one).
+///
+/// Both sides must put the same products: `produce_host` computes them on
+/// the host; `pack` writes the event's inputs as bytes, the [`Kernel`]
+/// turns a batch of packed inputs into packed outputs, and `unpack` puts
+/// the products from the event's output bytes.
+pub trait DeviceProducer: Send + Sync + 'static {
+    /// Whether the module has a host implementation; without one, a device
+    /// is required.
+    fn has_host(&self) -> bool {
+        true
+    }
+    /// The host implementation (never called when `has_host` is false).
+    fn produce_host(&self, event: &Event<'_>) -> ModuleResult;
+    /// Appends the event's device input to `buf`.
+    fn pack(&self, event: &Event<'_>, buf: &mut Vec<u8>) -> ModuleResult;
+    /// Bytes of the event's device output.
+    fn bytes_out(&self, event: &Event<'_>) -> usize;
+    /// Modelled device time of this invocation at speed-up 1 (used by the
+    /// emulated device and the simulator; 0 for a real kernel).
+    fn device_cost_s(&self, _event: &Event<'_>) -> f64 {
+        0.0
+    }
+    /// The device code.
+    fn kernel(&self) -> Arc<dyn Kernel>;
+    /// Puts the event's products from its device output.
+    fn unpack(&self, event: &Event<'_>, output: &[u8]) -> ModuleResult;
+}
+
+/// One invocation waiting in the combiner.
+struct Item {
+    id: EventId,
+    input: Vec<u8>,
+    bytes_out: usize,
+    work_s: f64,
+    done: Completion,
+}
+
+enum Pending {
+    Host,
+    Device(Option<Vec<u8>>),
+}
+
+struct State {
+    combiner: Combiner<Item>,
+    split: SplitController,
+    pending: HashMap<EventId, Pending>,
+    stats: Stats,
+    stop: bool,
+}
+
+struct Shared {
+    label: String,
+    device: Option<Arc<dyn Device>>,
+    options: Arc<Mutex<DeviceOptions>>,
+    kernel: Arc<dyn Kernel>,
+    epoch: Instant,
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Shared {
+    fn now(&self) -> f64 {
+        self.epoch.elapsed().as_secs_f64()
+    }
+
+    /// Packs a batch into one launch and submits it.
+    fn launch(self: &Arc<Self>, batch: Vec<Item>) {
+        let Some(device) = self.device.as_ref() else {
+            return;
+        };
+        let mut input = Vec::with_capacity(batch.iter().map(|i| i.input.len()).sum());
+        let mut in_offsets = Vec::with_capacity(batch.len() + 1);
+        let mut out_offsets = Vec::with_capacity(batch.len() + 1);
+        let (mut out, mut work_s) = (0, 0.0);
+        let mut waiting = Vec::with_capacity(batch.len());
+        in_offsets.push(0);
+        out_offsets.push(0);
+        for item in batch {
+            input.extend_from_slice(&item.input);
+            in_offsets.push(input.len());
+            out += item.bytes_out;
+            out_offsets.push(out);
+            work_s += item.work_s;
+            waiting.push((item.id, item.done));
+        }
+        let launch = Launch {
+            module: self.label.clone(),
+            kernel: self.kernel.clone(),
+            input,
+            in_offsets,
+            out_offsets,
+            work_s,
+        };
+        let (bytes_in, bytes_out) = (launch.bytes_in(), launch.bytes_out());
+        let me = self.clone();
+        device.submit(
+            launch,
+            Box::new(move |result| me.landed(waiting, bytes_in, bytes_out, result)),
+        );
+    }
+
+    /// A launch ended: scatter the results (or the error) to its events.
+    fn landed(
+        &self,
+        waiting: Vec<(EventId, Completion)>,
+        bytes_in: usize,
+        bytes_out: usize,
+        result: Result<LaunchOutput, DeviceError>,
+    ) {
+        let overlap = self.device.as_ref().is_some_and(|d| d.overlaps());
+        let mut state = lock(&self.state);
+        match result {
+            Ok(out) => {
+                state
+                    .stats
+                    .launch(waiting.len(), bytes_in, bytes_out, &out.times);
+                let t = &out.times;
+                let bottleneck = if overlap {
+                    t.transfer_in_s.max(t.kernel_s).max(t.transfer_out_s)
+                } else {
+                    t.transfer_in_s + t.kernel_s + t.transfer_out_s
+                };
+                state.split.record_device(waiting.len(), bottleneck);
+                let mut done = Vec::with_capacity(waiting.len());
+                for (i, (id, completion)) in waiting.into_iter().enumerate() {
+                    let bytes = out.output[out.out_offsets[i]..out.out_offsets[i + 1]].to_vec();
+                    state.pending.insert(id, Pending::Device(Some(bytes)));
+                    done.push(completion);
+                }
+                drop(state);
+                for completion in done {
+                    completion.finish(Ok(()));
+                }
+            }
+            Err(error) => {
+                state.stats.failed_launches += 1;
+                let events: Vec<String> =
+                    waiting.iter().map(|(id, _)| id.event.to_string()).collect();
+                for (id, _) in &waiting {
+                    state.pending.remove(id);
+                }
+                drop(state);
+                let message = format!(
+                    "{error} (one launch of {} events: {})",
+                    events.len(),
+                    events.join(", ")
+                );
+                for (_, completion) in waiting {
+                    completion.finish(Err(ModuleError::msg(&message)));
+                }
+            }
+        }
+    }
+}
+
+/// Launches batches whose time-out passed; ends when the module is dropped.
+fn flusher(shared: Weak<Shared>) {
+    loop {
+        let Some(me) = shared.upgrade() else { return };
+        let mut state = lock(&me.state);
+        if state.stop {
+            return;
+        }
+        let now = me.now();
+        if let Some(batch) = state.combiner.poll(now) {
+            drop(state);
+            me.launch(batch);
+            continue;
+        }
+        let wait = state
+            .combiner
+            .deadline()
+            .map_or(Duration::from_millis(50), |d| {
+                Duration::from_secs_f64((d - now).max(0.0))
+            });
+        let _unused = me.wake.wait_timeout(state, wait);
+    }
+}
+
+/// The engine module of a [`DeviceProducer`]; build it with [`offload`].
+pub struct Offload {
+    module: Arc<dyn DeviceProducer>,
+    shared: Arc<Shared>,
+}
+
+impl Drop for Offload {
+    fn drop(&mut self) {
+        lock(&self.shared.state).stop = true;
+        self.shared.wake.notify_all();
+    }
+}
+
+impl Offload {
+    /// This module's device figures so far.
+    pub fn report(&self) -> DeviceModuleReport {
+        report(&self.shared)
+    }
+}
+
+fn report(shared: &Shared) -> DeviceModuleReport {
+    let state = lock(&shared.state);
+    state.stats.report(
+        &shared.label,
+        shared.device.as_ref().map(|d| d.name().to_string()),
+        state.split.mode(),
+        state.split.history(),
+    )
+}
+
+/// Builds the engine module of a device producer: an external-work producer
+/// (see the crate documentation for an example). Fails when the module has
+/// no host implementation and the context no device, or when its kernel
+/// does not compile.
+pub fn offload(
+    label: &str,
+    module: impl DeviceProducer,
+    context: &DeviceContext,
+) -> Result<ModuleDesc, DeviceError> {
+    let module: Arc<dyn DeviceProducer> = Arc::new(module);
+    let kernel = module.kernel();
+    if context.device().is_none() && !module.has_host() {
+        return Err(DeviceError::Unavailable {
+            device: context.device_name(),
+            reason: format!("module '{label}' has no host implementation and needs a device"),
+        });
+    }
+    if let Some(device) = context.device() {
+        device.prepare(kernel.as_ref())?;
+    }
+    let options = context.options();
+    let has_device = context.device().is_some();
+    let shared = Arc::new(Shared {
+        label: label.to_string(),
+        device: context.device().cloned(),
+        options: context.shared_options(),
+        kernel,
+        epoch: Instant::now(),
+        state: Mutex::new(State {
+            combiner: combiner(&options),
+            split: split(&options, has_device),
+            pending: HashMap::new(),
+            stats: Stats::default(),
+            stop: false,
+        }),
+        wake: Condvar::new(),
+    });
+    if context.device().is_some() {
+        let weak = Arc::downgrade(&shared);
+        std::thread::Builder::new()
+            .name(format!("evflow-combine-{label}"))
+            .spawn(move || flusher(weak))
+            .map_err(|e| DeviceError::Unavailable {
+                device: context.device_name(),
+                reason: format!("cannot start the combining thread: {e}"),
+            })?;
+    }
+    let figures = shared.clone();
+    context.register(Box::new(move || report(&figures)));
+    Ok(ModuleDesc::producer(label, Offload { module, shared }).external_work(true))
+}
+
+fn combiner(options: &DeviceOptions) -> Combiner<Item> {
+    Combiner::new(
+        options
+            .combine
+            .for_events_in_flight(options.events_in_flight),
+    )
+}
+
+fn split(options: &DeviceOptions, has_device: bool) -> SplitController {
+    let mode = if has_device {
+        options.split
+    } else {
+        SplitMode::Fixed(0.0)
+    };
+    SplitController::new(mode, options.host_threads, options.tuning)
+}
+
+impl Transitions for Offload {
+    /// Takes the context's options as they are when the job begins.
+    fn begin_job(&self) -> ModuleResult {
+        let shared = &self.shared;
+        let options = *shared.options.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = lock(&shared.state);
+        if state.combiner.is_empty() {
+            state.combiner = combiner(&options);
+        }
+        state.split = split(&options, shared.device.is_some());
+        Ok(())
+    }
+}
+
+impl Producer for Offload {
+    fn acquire(&self, event: &Event<'_>, done: Completion) -> ModuleResult {
+        let shared = &self.shared;
+        let mut state = lock(&shared.state);
+        let side = if shared.device.as_ref().is_none() {
+            Side::Host
+        } else if !self.module.has_host() {
+            Side::Device
+        } else {
+            state.split.route()
+        };
+        let id = event.id();
+        if side == Side::Host {
+            state.pending.insert(id, Pending::Host);
+            drop(state);
+            done.finish(Ok(()));
+            return Ok(());
+        }
+        drop(state);
+        // Pack outside the lock: it is the module's own code.
+        let mut input = Vec::new();
+        self.module.pack(event, &mut input)?;
+        let item = Item {
+            id,
+            input,
+            bytes_out: self.module.bytes_out(event),
+            work_s: self.module.device_cost_s(event),
+            done,
+        };
+        let mut state = lock(&shared.state);
+        state.pending.insert(id, Pending::Device(None));
+        let was_empty = state.combiner.is_empty();
+        let batch = state.combiner.push(shared.now(), item);
+        drop(state);
+        match batch {
+            Some(batch) => shared.launch(batch),
+            // A new deadline: the flusher must wake for it.
+            None if was_empty => shared.wake.notify_all(),
+            None => {}
+        }
+        Ok(())
+    }
+
+    fn produce(&self, event: &Event<'_>) -> ModuleResult {
+        let shared = &self.shared;
+        let id = event.id();
+        let pending = lock(&shared.state).pending.remove(&id);
+        match pending {
+            Some(Pending::Host) => {
+                let t0 = Instant::now();
+                let result = self.module.produce_host(event);
+                let seconds = t0.elapsed().as_secs_f64();
+                let mut state = lock(&shared.state);
+                state.stats.host_calls += 1;
+                state.stats.host_s += seconds;
+                state.split.record_host(seconds);
+                self.close_window(&mut state);
+                result
+            }
+            Some(Pending::Device(Some(bytes))) => {
+                let result = self.module.unpack(event, &bytes);
+                let mut state = lock(&shared.state);
+                state.stats.device_calls += 1;
+                self.close_window(&mut state);
+                result
+            }
+            Some(Pending::Device(None)) | None => Err(ModuleError::msg(format!(
+                "device module '{}': no result for {id} (internal error)",
+                shared.label
+            ))),
+        }
+    }
+}
+
+impl Offload {
+    fn close_window(&self, state: &mut State) {
+        let shared = &self.shared;
+        let device_all = shared
+            .device
+            .as_ref()
+            .map_or(0.0, |d| d.busy().bottleneck_s(d.overlaps()));
+        state.split.update(shared.now(), device_all);
+    }
+}

@@ -1,0 +1,103 @@
+//! Per-module device figures for reports and traces.
+
+use serde::Serialize;
+
+use crate::device::LaunchTimes;
+use crate::split::{SplitMode, SplitPoint};
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Stats {
+    pub host_calls: u64,
+    pub host_s: f64,
+    pub device_calls: u64,
+    pub launches: u64,
+    pub failed_launches: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub queued_s: f64,
+    pub transfer_in_s: f64,
+    pub kernel_s: f64,
+    pub transfer_out_s: f64,
+    pub launch_total_s: f64,
+    pub max_events_per_launch: u64,
+}
+
+impl Stats {
+    pub fn launch(&mut self, events: usize, bytes_in: usize, bytes_out: usize, t: &LaunchTimes) {
+        self.launches += 1;
+        self.bytes_in += bytes_in as u64;
+        self.bytes_out += bytes_out as u64;
+        self.queued_s += t.queued_s;
+        self.transfer_in_s += t.transfer_in_s;
+        self.kernel_s += t.kernel_s;
+        self.transfer_out_s += t.transfer_out_s;
+        self.launch_total_s += t.total_s;
+        self.max_events_per_launch = self.max_events_per_launch.max(events as u64);
+    }
+
+    pub fn report(
+        &self,
+        label: &str,
+        device: Option<String>,
+        mode: SplitMode,
+        history: &[SplitPoint],
+    ) -> DeviceModuleReport {
+        let launched = self.launches.max(1) as f64;
+        DeviceModuleReport {
+            label: label.into(),
+            device,
+            split: match mode {
+                SplitMode::Adaptive => "adaptive".into(),
+                SplitMode::Fixed(p) => format!("fixed:{}", p * 100.0),
+            },
+            host_calls: self.host_calls,
+            device_calls: self.device_calls,
+            launches: self.launches,
+            failed_launches: self.failed_launches,
+            events_per_launch: if self.launches == 0 {
+                0.0
+            } else {
+                self.device_calls as f64 / launched
+            },
+            max_events_per_launch: self.max_events_per_launch,
+            bytes_in: self.bytes_in,
+            bytes_out: self.bytes_out,
+            host_s: self.host_s,
+            queued_s: self.queued_s,
+            transfer_in_s: self.transfer_in_s,
+            kernel_s: self.kernel_s,
+            transfer_out_s: self.transfer_out_s,
+            mean_launch_s: self.launch_total_s / launched,
+            split_history: history.to_vec(),
+        }
+    }
+}
+
+/// What one device module did: the `devices` section of `evflow run --report`.
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceModuleReport {
+    pub label: String,
+    /// The device it ran on (`None`: host only).
+    pub device: Option<String>,
+    /// `adaptive` or `fixed:P`.
+    pub split: String,
+    pub host_calls: u64,
+    pub device_calls: u64,
+    pub launches: u64,
+    pub failed_launches: u64,
+    pub events_per_launch: f64,
+    pub max_events_per_launch: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// Time in host calls.
+    pub host_s: f64,
+    /// Launch time waiting for the device's engines.
+    pub queued_s: f64,
+    pub transfer_in_s: f64,
+    pub kernel_s: f64,
+    pub transfer_out_s: f64,
+    /// Mean time from submission to completion of a launch.
+    pub mean_launch_s: f64,
+    /// The fraction sent to the device over time.
+    pub split_history: Vec<SplitPoint>,
+}

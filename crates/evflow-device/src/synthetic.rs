@@ -1,0 +1,223 @@
+//! A synthetic device module for benchmarks, tests and the TOML format: a
+//! host cost, a device cost and the bytes it moves, and the same products
+//! as [`evflow_workloads::producer`] of the same label, whichever side
+//! runs it.
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use evflow_core::{Event, ModuleDesc, ModuleResult};
+use evflow_workloads::{Timing, mix};
+
+use crate::context::{DeviceContext, DeviceModel};
+use crate::device::DeviceError;
+use crate::device::Kernel;
+use crate::offload::{DeviceProducer, offload};
+
+/// What a synthetic device module costs and moves per event.
+#[derive(Clone, Debug)]
+pub struct SyntheticDevice {
+    /// Host time per event (`None`: no host implementation).
+    pub host: Option<Timing>,
+    /// Modelled device time per event at speed-up 1, seconds.
+    pub device_cost_s: f64,
+    /// Bytes moved to the device per event (at least 16).
+    pub bytes_in: usize,
+    /// Bytes moved back per event (at least 8).
+    pub bytes_out: usize,
+}
+
+struct Module {
+    spec: SyntheticDevice,
+    key: u64,
+    instances: Vec<(String, u64)>,
+    kernel: Arc<dyn Kernel>,
+}
+
+struct SyntheticKernel {
+    name: String,
+    key: u64,
+}
+
+impl Kernel for SyntheticKernel {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn source(&self) -> Option<&str> {
+        Some(SYNTHETIC_CUDA)
+    }
+    fn run(
+        &self,
+        input: &[u8],
+        ins: &[usize],
+        output: &mut [u8],
+        outs: &[usize],
+    ) -> Result<(), String> {
+        for i in 0..ins.len().saturating_sub(1) {
+            let item = &input[ins[i]..ins[i + 1]];
+            let (Some(event), Some(inputs)) = (word(item, 0), word(item, 1)) else {
+                return Err(format!(
+                    "invocation {i}: input of {} bytes, expected at least 16",
+                    item.len()
+                ));
+            };
+            let value = mix(event ^ self.key).wrapping_add(inputs);
+            let out = output
+                .get_mut(outs[i]..outs[i] + 8)
+                .ok_or_else(|| format!("invocation {i}: output shorter than 8 bytes"))?;
+            out.copy_from_slice(&value.to_le_bytes());
+        }
+        Ok(())
+    }
+}
+
+/// The same kernel for a GPU backend (NVRTC): one thread per invocation.
+const SYNTHETIC_CUDA: &str = r#"
+__device__ unsigned long long mix(unsigned long long z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+extern "C" __global__ void synthetic(const unsigned char* in, const unsigned long long* ins,
+                                     unsigned char* out, const unsigned long long* outs,
+                                     unsigned long long n, unsigned long long key) {
+    unsigned long long i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const unsigned long long* w = (const unsigned long long*)(in + ins[i]);
+    *(unsigned long long*)(out + outs[i]) = mix(w[0] ^ key) + w[1];
+}
+"#;
+
+fn word(bytes: &[u8], i: usize) -> Option<u64> {
+    let b = bytes.get(i * 8..i * 8 + 8)?;
+    Some(u64::from_le_bytes(b.try_into().ok()?))
+}
+
+fn hash_str(s: &str) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    s.hash(&mut h);
+    h.finish()
+}
+
+fn event_key(ev: &Event<'_>) -> u64 {
+    let id = ev.id();
+    mix(mix(u64::from(id.run) << 32 | u64::from(id.lumi)) ^ id.event)
+}
+
+/// The digest of the consumed `u64` products, as the core synthetic modules
+/// compute it.
+fn consumed_digest(ev: &Event<'_>) -> ModuleResult<u64> {
+    let mut acc = 0u64;
+    for i in 0..ev.consumes_len() {
+        let v = ev.try_get_nth::<u64>(i)?.copied().unwrap_or(i as u64);
+        acc = acc.wrapping_add(mix(v ^ i as u64));
+    }
+    Ok(acc)
+}
+
+impl Module {
+    fn put(&self, ev: &Event<'_>, value: u64) -> ModuleResult {
+        for (instance, salt) in &self.instances {
+            ev.put(instance, value ^ salt)?;
+        }
+        Ok(())
+    }
+}
+
+impl DeviceProducer for Module {
+    fn has_host(&self) -> bool {
+        self.spec.host.is_some()
+    }
+    fn produce_host(&self, ev: &Event<'_>) -> ModuleResult {
+        let inputs = consumed_digest(ev)?;
+        if let Some(timing) = &self.spec.host {
+            timing.run(ev)?;
+        }
+        self.put(ev, mix(event_key(ev) ^ self.key).wrapping_add(inputs))
+    }
+    fn pack(&self, ev: &Event<'_>, buf: &mut Vec<u8>) -> ModuleResult {
+        let start = buf.len();
+        buf.extend_from_slice(&event_key(ev).to_le_bytes());
+        buf.extend_from_slice(&consumed_digest(ev)?.to_le_bytes());
+        buf.resize(start + self.spec.bytes_in.max(16), 0);
+        Ok(())
+    }
+    fn bytes_out(&self, _ev: &Event<'_>) -> usize {
+        self.spec.bytes_out.max(8)
+    }
+    fn device_cost_s(&self, _ev: &Event<'_>) -> f64 {
+        self.spec.device_cost_s
+    }
+    fn kernel(&self) -> Arc<dyn Kernel> {
+        self.kernel.clone()
+    }
+    fn unpack(&self, ev: &Event<'_>, output: &[u8]) -> ModuleResult {
+        let value = word(output, 0)
+            .ok_or_else(|| evflow_core::ModuleError::msg("device output shorter than 8 bytes"))?;
+        self.put(ev, value)
+    }
+}
+
+/// A synthetic device producer, ready for a `Process`.
+///
+/// ```
+/// use evflow_core::{EmptySource, Process, RunOptions, run};
+/// use evflow_workloads::{self as synthetic, Timing, Work};
+/// use evflow_device::*;
+///
+/// let ctx = DeviceContext::open(&DeviceChoice::Emulated(EmulatedConfig::default()),
+///     DeviceOptions { split: SplitMode::Fixed(0.5), events_in_flight: 8, ..Default::default() })
+///     .unwrap().0;
+/// let spec = SyntheticDevice { host: Some(Timing::constant(1e-4, Work::Busy)),
+///     device_cost_s: 1e-5, bytes_in: 1024, bytes_out: 64 };
+/// let mut p = Process::new("offload");
+/// p.set_source(EmptySource::new(40));
+/// p.add(synthetic_device("tracks", spec, &[], &[""], &ctx).unwrap());
+/// p.add(synthetic::analyzer("use", Timing::zero(), &["tracks"]));
+/// p.end_path("e", ["use"]);
+/// run(p, &RunOptions { threads: 2, events_in_flight: 8, ..Default::default() }).unwrap();
+/// let r = &ctx.reports()[0];
+/// assert_eq!((r.host_calls, r.device_calls), (20, 20));
+/// assert_eq!(r.bytes_in, 20 * 1024);
+/// ```
+pub fn synthetic_device(
+    label: &str,
+    spec: SyntheticDevice,
+    consumes: &[&str],
+    produces: &[&str],
+    context: &DeviceContext,
+) -> Result<ModuleDesc, DeviceError> {
+    let key = hash_str(label);
+    context.register_model(DeviceModel {
+        label: label.to_string(),
+        has_host: spec.host.is_some(),
+        device_cost_s: spec.device_cost_s,
+        bytes_in: spec.bytes_in.max(16),
+        bytes_out: spec.bytes_out.max(8),
+    });
+    // The host cost, for the simulator (which routes each invocation).
+    let cost: Option<evflow_core::CostModel> = spec.host.clone().map(|t| {
+        let cost: evflow_core::CostModel = Arc::new(move |index| t.seconds(index));
+        cost
+    });
+    let module = Module {
+        key,
+        instances: produces
+            .iter()
+            .map(|s| (s.to_string(), if s.is_empty() { 0 } else { hash_str(s) }))
+            .collect(),
+        kernel: Arc::new(SyntheticKernel {
+            name: format!("synthetic_{label}"),
+            key,
+        }),
+        spec,
+    };
+    let desc = offload(label, module, context)?
+        .consumes(consumes.iter().copied())
+        .produces(produces.iter().copied());
+    Ok(match cost {
+        Some(cost) => desc.cost_model(cost),
+        None => desc,
+    })
+}

@@ -1,0 +1,380 @@
+//! Device modules in the engine, on the emulated device: same products
+//! whichever side runs them, combining, faults. Deterministic: checks
+//! invariants that hold whatever the timing (no sleeps-and-hope).
+
+use evflow_core::{
+    EmptySource, ErrorPolicy, ExecutorKind, Process, Report, RunError, RunOptions, run,
+};
+use evflow_device::*;
+use evflow_workloads::{self as synthetic, Tally, Timing, Work};
+
+const EVENTS: u64 = 120;
+
+fn spec(host: bool) -> SyntheticDevice {
+    SyntheticDevice {
+        host: host.then(|| Timing::constant(2e-5, Work::Busy)),
+        device_cost_s: 1e-5,
+        bytes_in: 256,
+        bytes_out: 16,
+    }
+}
+
+fn emulated(config: EmulatedConfig, options: DeviceOptions) -> DeviceContext {
+    DeviceContext::open(&DeviceChoice::Emulated(config), options)
+        .unwrap()
+        .0
+}
+
+fn options(split: SplitMode, max_events: usize, k: usize) -> DeviceOptions {
+    DeviceOptions {
+        split,
+        combine: CombinePolicy {
+            max_events,
+            timeout_s: 300e-6,
+        },
+        events_in_flight: k,
+        host_threads: 2,
+        ..DeviceOptions::default()
+    }
+}
+
+/// `gen` → `tracks` (device module) → `fit` → analyzer `sum`.
+fn job(ctx: Option<&DeviceContext>, spec: SyntheticDevice) -> (Process, Tally) {
+    let mut p = Process::new("offload");
+    p.set_source(EmptySource::new(EVENTS));
+    p.add(synthetic::producer("gen", Timing::zero(), &[], &[""]));
+    p.add(match ctx {
+        Some(ctx) => synthetic_device("tracks", spec, &["gen"], &["", "pixel"], ctx).unwrap(),
+        None => synthetic::producer("tracks", Timing::zero(), &["gen"], &["", "pixel"]),
+    });
+    p.add(synthetic::producer(
+        "fit",
+        Timing::zero(),
+        &["tracks", "tracks:pixel"],
+        &[""],
+    ));
+    let (sum, tally) = synthetic::analyzer_with_tally("sum", Timing::zero(), &["fit", "tracks"]);
+    p.add(sum);
+    p.end_path("e", ["sum"]);
+    (p, tally)
+}
+
+fn run_opts(threads: usize, k: usize, executor: ExecutorKind, on_error: ErrorPolicy) -> RunOptions {
+    RunOptions {
+        threads,
+        events_in_flight: k,
+        executor,
+        on_error,
+        ..RunOptions::default()
+    }
+}
+
+#[test]
+fn products_are_the_same_whichever_side_runs() {
+    // The reference: the plain synthetic producer of the same label.
+    let (p, reference) = job(None, spec(true));
+    run(
+        p,
+        &run_opts(2, 8, ExecutorKind::Threaded, ErrorPolicy::Fail),
+    )
+    .unwrap();
+    for split in [
+        SplitMode::Fixed(0.0),
+        SplitMode::Fixed(0.35),
+        SplitMode::Fixed(1.0),
+        SplitMode::Adaptive,
+    ] {
+        let ctx = emulated(EmulatedConfig::default(), options(split, 4, 8));
+        let (p, tally) = job(Some(&ctx), spec(true));
+        run(
+            p,
+            &run_opts(2, 8, ExecutorKind::Threaded, ErrorPolicy::Fail),
+        )
+        .unwrap();
+        assert_eq!(tally.events(), EVENTS, "{split:?}");
+        assert_eq!(tally.digest(), reference.digest(), "{split:?}");
+        let r = &ctx.reports()[0];
+        assert_eq!(r.host_calls + r.device_calls, EVENTS, "{split:?}");
+        if let SplitMode::Fixed(f) = split {
+            // The fixed split routes exactly, in order of acquisition.
+            assert_eq!(
+                r.device_calls,
+                (EVENTS as f64 * f).floor() as u64,
+                "{split:?}"
+            );
+        }
+        assert_eq!(r.bytes_in, r.device_calls * 256);
+        assert_eq!(r.bytes_out, r.device_calls * 16);
+    }
+}
+
+#[test]
+fn device_only_module_runs_on_the_device_and_needs_one() {
+    let ctx = emulated(
+        EmulatedConfig::default(),
+        options(SplitMode::Adaptive, 8, 8),
+    );
+    let (p, tally) = job(Some(&ctx), spec(false));
+    run(
+        p,
+        &run_opts(2, 8, ExecutorKind::Threaded, ErrorPolicy::Fail),
+    )
+    .unwrap();
+    assert_eq!(tally.events(), EVENTS);
+    assert_eq!(ctx.reports()[0].device_calls, EVENTS);
+    // Without a device it cannot be built, and says why.
+    let host = DeviceContext::host_only(DeviceOptions::default());
+    let err = synthetic_device("tracks", spec(false), &[], &[""], &host)
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string()
+            .contains("'tracks' has no host implementation"),
+        "{err}"
+    );
+}
+
+#[test]
+fn invocations_are_combined_up_to_the_count() {
+    let ctx = emulated(
+        EmulatedConfig::default(),
+        options(SplitMode::Fixed(1.0), 6, 16),
+    );
+    let (p, tally) = job(Some(&ctx), spec(true));
+    run(
+        p,
+        &run_opts(2, 16, ExecutorKind::Threaded, ErrorPolicy::Fail),
+    )
+    .unwrap();
+    assert_eq!(tally.events(), EVENTS);
+    let r = &ctx.reports()[0];
+    assert_eq!(r.device_calls, EVENTS);
+    assert!(r.max_events_per_launch <= 6);
+    assert!(r.launches >= EVENTS / 6 && r.launches <= EVENTS);
+    assert!(r.kernel_s > 0.0 && r.transfer_in_s > 0.0 && r.transfer_out_s > 0.0);
+}
+
+#[test]
+fn a_batch_that_cannot_fill_is_launched_by_its_time_out() {
+    // The count (64) can never be reached: 4 events in flight, half of them
+    // on the host, and one thread that runs the sequential executor. Every
+    // launch is started by the time-out, and the job ends.
+    for executor in [ExecutorKind::Sequential, ExecutorKind::Threaded] {
+        let mut o = options(SplitMode::Fixed(0.5), 64, 4);
+        o.events_in_flight = 64; // the cap would make the count 4
+        let ctx = emulated(EmulatedConfig::default(), o);
+        let (p, tally) = job(Some(&ctx), spec(true));
+        run(p, &run_opts(1, 4, executor, ErrorPolicy::Fail)).unwrap();
+        assert_eq!(tally.events(), EVENTS);
+        let r = &ctx.reports()[0];
+        assert_eq!(r.device_calls, EVENTS / 2);
+        assert!(r.max_events_per_launch <= 4);
+    }
+}
+
+fn failed(report: &Report) -> Vec<u64> {
+    let mut f: Vec<u64> = report.failed_events.iter().map(|e| e.event).collect();
+    f.sort_unstable();
+    f
+}
+
+#[test]
+fn a_failed_launch_fails_the_job_naming_module_event_and_device() {
+    let config = EmulatedConfig {
+        faults: Faults {
+            launches: vec![2],
+            ..Faults::default()
+        },
+        ..EmulatedConfig::default()
+    };
+    let ctx = emulated(config, options(SplitMode::Fixed(1.0), 4, 8));
+    let (p, _) = job(Some(&ctx), spec(true));
+    let err = run(
+        p,
+        &run_opts(2, 8, ExecutorKind::Threaded, ErrorPolicy::Fail),
+    )
+    .unwrap_err();
+    let RunError::Failed { error, .. } = err else {
+        panic!("{err}")
+    };
+    let text = error.to_string();
+    for part in [
+        "'tracks'",
+        "event",
+        "device 'emulated:0'",
+        "launch 2",
+        "synthetic_tracks",
+    ] {
+        assert!(text.contains(part), "{part} missing in: {text}");
+    }
+}
+
+#[test]
+fn skip_event_skips_exactly_the_events_of_failed_launches() {
+    let config = EmulatedConfig {
+        faults: Faults {
+            launches: vec![0, 3, 7],
+            ..Faults::default()
+        },
+        ..EmulatedConfig::default()
+    };
+    let ctx = emulated(config, options(SplitMode::Fixed(1.0), 5, 10));
+    let (p, tally) = job(Some(&ctx), spec(true));
+    let report = run(
+        p,
+        &run_opts(2, 10, ExecutorKind::Threaded, ErrorPolicy::SkipEvent),
+    )
+    .unwrap();
+    let r = &ctx.reports()[0];
+    assert_eq!(r.failed_launches, 3);
+    let failed = failed(&report);
+    assert!(!failed.is_empty());
+    assert!(report.failed_events.iter().all(|e| e.module == "tracks"));
+    // Every other event went through exactly once (a second put would have
+    // been an error; the tally counts each once).
+    assert_eq!(tally.events() + failed.len() as u64, EVENTS);
+    assert_eq!(r.device_calls + failed.len() as u64, EVENTS);
+    assert_eq!(report.events + failed.len() as u64, EVENTS);
+}
+
+#[test]
+fn out_of_device_memory_names_the_sizes() {
+    // 256 + 16 bytes per invocation: launches of more than 3 do not fit.
+    let config = EmulatedConfig {
+        memory_bytes: 3 * 272,
+        ..EmulatedConfig::default()
+    };
+    let ctx = emulated(config, options(SplitMode::Fixed(1.0), 1, 8));
+    let (p, tally) = job(Some(&ctx), spec(true));
+    run(
+        p,
+        &run_opts(2, 8, ExecutorKind::Threaded, ErrorPolicy::Fail),
+    )
+    .unwrap();
+    assert_eq!(tally.events(), EVENTS); // batches of 1 fit
+
+    let config = EmulatedConfig {
+        memory_bytes: 100,
+        ..EmulatedConfig::default()
+    };
+    let ctx = emulated(config, options(SplitMode::Fixed(1.0), 4, 8));
+    let (p, tally) = job(Some(&ctx), spec(true));
+    let report = run(
+        p,
+        &run_opts(2, 8, ExecutorKind::Threaded, ErrorPolicy::SkipEvent),
+    )
+    .unwrap();
+    assert_eq!(tally.events(), 0);
+    assert_eq!(report.failed_events.len() as u64, EVENTS);
+    let message = &report.failed_events[0].message;
+    assert!(
+        message.contains("out of memory") && message.contains("the device has 100"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_kernel_that_does_not_compile_is_refused_before_the_job() {
+    let config = EmulatedConfig {
+        faults: Faults {
+            compile: vec!["synthetic_tracks".into()],
+            ..Faults::default()
+        },
+        ..EmulatedConfig::default()
+    };
+    let ctx = emulated(config, DeviceOptions::default());
+    let err = synthetic_device("tracks", spec(true), &[], &[""], &ctx)
+        .err()
+        .unwrap();
+    assert!(matches!(err, DeviceError::Compile { .. }));
+    assert!(
+        err.to_string()
+            .contains("device 'emulated:0': kernel 'synthetic_tracks' failed to compile")
+    );
+}
+
+#[test]
+fn no_device_means_host_with_a_notice_unless_one_was_demanded() {
+    let (ctx, notice) = DeviceContext::open(&DeviceChoice::Auto, DeviceOptions::default()).unwrap();
+    assert!(ctx.device().is_none());
+    assert!(
+        notice
+            .unwrap()
+            .starts_with("no device: device modules run on the host")
+    );
+    let err = DeviceContext::open(&DeviceChoice::Cuda, DeviceOptions::default())
+        .err()
+        .unwrap();
+    assert!(matches!(err, DeviceError::Unavailable { .. }), "{err}");
+    // Host only: the module runs its host implementation, reports no launch.
+    let (p, tally) = job(Some(&ctx), spec(true));
+    run(
+        p,
+        &run_opts(2, 8, ExecutorKind::Threaded, ErrorPolicy::Fail),
+    )
+    .unwrap();
+    assert_eq!(tally.events(), EVENTS);
+    let r = &ctx.reports()[0];
+    assert_eq!((r.host_calls, r.device_calls, r.launches), (EVENTS, 0, 0));
+    assert_eq!(r.device, None);
+}
+
+#[test]
+fn seeded_random_jobs_lose_and_double_no_event() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2026);
+    let (p, reference) = job(None, spec(true));
+    run(
+        p,
+        &run_opts(1, 1, ExecutorKind::Sequential, ErrorPolicy::Fail),
+    )
+    .unwrap();
+    for round in 0..8 {
+        let k = rng.gen_range(1..24);
+        let threads = rng.gen_range(1..4);
+        let split = match rng.gen_range(0..3) {
+            0 => SplitMode::Adaptive,
+            _ => SplitMode::Fixed(rng.gen_range(0.0..=1.0)),
+        };
+        let faults: Vec<u64> = (0..rng.gen_range(0..3))
+            .map(|_| rng.gen_range(0..20))
+            .collect();
+        let config = EmulatedConfig {
+            overlap: rng.gen_bool(0.5),
+            launch_latency_s: rng.gen_range(0.0..50e-6),
+            faults: Faults {
+                launches: faults.clone(),
+                ..Faults::default()
+            },
+            ..EmulatedConfig::default()
+        };
+        let mut o = options(split, rng.gen_range(1..40), k);
+        o.combine.timeout_s = rng.gen_range(0.0..500e-6);
+        let ctx = emulated(config, o);
+        let (p, tally) = job(Some(&ctx), spec(true));
+        let executor = if rng.gen_bool(0.25) {
+            ExecutorKind::Sequential
+        } else {
+            ExecutorKind::Threaded
+        };
+        let what = format!(
+            "round {round}: k {k} threads {threads} {split:?} faults {faults:?} {executor:?}"
+        );
+        let report = run(p, &run_opts(threads, k, executor, ErrorPolicy::SkipEvent)).unwrap();
+        let r = &ctx.reports()[0];
+        let failed = failed(&report);
+        let mut unique = failed.clone();
+        unique.dedup();
+        assert_eq!(unique.len(), failed.len(), "{what}");
+        assert_eq!(tally.events() + failed.len() as u64, EVENTS, "{what}");
+        assert_eq!(
+            r.host_calls + r.device_calls + failed.len() as u64,
+            EVENTS,
+            "{what}"
+        );
+        assert!(r.failed_launches <= faults.len() as u64, "{what}");
+        if failed.is_empty() {
+            assert_eq!(tally.digest(), reference.digest(), "{what}");
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! Devices in the simulation: the emulated device's performance model on
+//! the simulated clock, with the same combining and split decisions
+//! (`evflow_device::Combiner`, `SplitController`) as a real run.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+use evflow_core::graph::Graph;
+use evflow_device::{Combiner, DeviceContext, DeviceModel, EmulatedConfig, Side, SplitController};
+
+use crate::time::Time;
+
+/// One invocation waiting on the device: (slot, instance).
+type Item = (usize, u32);
+
+struct ModuleSim {
+    model: DeviceModel,
+    combiner: Combiner<Item>,
+    split: SplitController,
+    /// Side chosen for the invocation of each event slot.
+    side: Vec<Side>,
+}
+
+enum Pending {
+    Deadline(usize),
+    Landed {
+        module: usize,
+        items: Vec<Item>,
+        bottleneck: f64,
+    },
+}
+
+/// The simulated device and its modules.
+pub(crate) struct SimDevice {
+    config: EmulatedConfig,
+    modules: Vec<Option<ModuleSim>>,
+    /// Modelled end of the work on each engine (copy in, kernel, copy out).
+    free: [f64; 3],
+    /// Busy time of the limiting stage, all modules.
+    busy_all: f64,
+    heap: BinaryHeap<Reverse<(Time, u64)>>,
+    pending: HashMap<u64, Pending>,
+    sequence: u64,
+}
+
+impl SimDevice {
+    /// The device of `context` for the modules of `graph`, when it is an
+    /// emulated device with synthetic device modules.
+    pub fn new(context: &DeviceContext, graph: &Graph, events_in_flight: usize) -> Option<Self> {
+        let config = context.emulated_config()?.clone();
+        let options = context.options();
+        let models = context.models();
+        let modules: Vec<Option<ModuleSim>> = graph
+            .modules
+            .iter()
+            .map(|node| {
+                let model = models.iter().find(|m| m.label == node.label)?.clone();
+                Some(ModuleSim {
+                    combiner: Combiner::new(options.combine.for_events_in_flight(events_in_flight)),
+                    split: SplitController::new(
+                        options.split,
+                        options.host_threads,
+                        options.tuning,
+                    ),
+                    side: vec![Side::Host; events_in_flight],
+                    model,
+                })
+            })
+            .collect();
+        modules.iter().any(Option::is_some).then_some(Self {
+            config,
+            modules,
+            free: [0.0; 3],
+            busy_all: 0.0,
+            heap: BinaryHeap::new(),
+            pending: HashMap::new(),
+            sequence: 0,
+        })
+    }
+
+    pub fn handles(&self, module: usize) -> bool {
+        self.modules.get(module).is_some_and(Option::is_some)
+    }
+
+    /// The side the invocation of `module` for `slot` was routed to.
+    pub fn on_device(&self, slot: usize, module: usize) -> bool {
+        self.modules
+            .get(module)
+            .and_then(Option::as_ref)
+            .is_some_and(|m| m.side[slot] == Side::Device)
+    }
+
+    /// Routes an invocation; `true`: the host runs it (its external work is
+    /// done at once).
+    pub fn acquire(&mut self, now: f64, slot: usize, module: usize, instance: u32) -> bool {
+        let m = self.modules[module].as_mut().expect("a device module");
+        let side = if m.model.has_host {
+            m.split.route()
+        } else {
+            Side::Device
+        };
+        m.side[slot] = side;
+        if side == Side::Host {
+            return true;
+        }
+        let was_empty = m.combiner.is_empty();
+        match m.combiner.push(now, (slot, instance)) {
+            Some(batch) => self.launch(now, module, batch),
+            None if was_empty => {
+                let deadline = m.combiner.deadline().unwrap_or(now);
+                self.schedule(deadline, Pending::Deadline(module));
+            }
+            None => {}
+        }
+        false
+    }
+
+    /// A host invocation of `module` took `seconds`.
+    pub fn host_done(&mut self, now: f64, module: usize, seconds: f64) {
+        if let Some(m) = self.modules[module].as_mut() {
+            m.split.record_host(seconds);
+            m.split.update(now, self.busy_all);
+        }
+    }
+
+    pub fn next_time(&self) -> Option<f64> {
+        self.heap.peek().map(|Reverse((Time(t), _))| *t)
+    }
+
+    /// Handles the earliest device event; returns the invocations whose
+    /// external work is now done: (module, slot, instance).
+    pub fn pop(&mut self, now: f64) -> Vec<(usize, usize, u32)> {
+        let Some(Reverse((_, id))) = self.heap.pop() else {
+            return Vec::new();
+        };
+        match self.pending.remove(&id) {
+            Some(Pending::Deadline(module)) => {
+                let m = self.modules[module].as_mut().expect("a device module");
+                if let Some(batch) = m.combiner.poll(now) {
+                    self.launch(now, module, batch);
+                }
+                Vec::new()
+            }
+            Some(Pending::Landed {
+                module,
+                items,
+                bottleneck,
+            }) => {
+                let m = self.modules[module].as_mut().expect("a device module");
+                m.split.record_device(items.len(), bottleneck);
+                m.split.update(now, self.busy_all);
+                items.into_iter().map(|(s, i)| (module, s, i)).collect()
+            }
+            None => Vec::new(),
+        }
+    }
+
+    fn schedule(&mut self, at: f64, what: Pending) {
+        self.heap.push(Reverse((Time(at), self.sequence)));
+        self.pending.insert(self.sequence, what);
+        self.sequence += 1;
+    }
+
+    /// The emulated device's model: copy in, kernel, copy out on their
+    /// engines (one engine for all three without overlap).
+    fn launch(&mut self, now: f64, module: usize, items: Vec<Item>) {
+        let c = &self.config;
+        let m = &self.modules[module]
+            .as_ref()
+            .expect("a device module")
+            .model;
+        let n = items.len() as f64;
+        let bw = c.bandwidth_bytes_s.max(1.0);
+        let t_in = c.transfer_latency_s + n * m.bytes_in as f64 / bw;
+        let kernel = c.launch_latency_s + n * m.device_cost_s / c.speedup.max(1e-9);
+        let t_out = c.transfer_latency_s + n * m.bytes_out as f64 / bw;
+        let (end, bottleneck) = if c.overlap {
+            let e0 = now.max(self.free[0]) + t_in;
+            let e1 = e0.max(self.free[1]) + kernel;
+            let e2 = e1.max(self.free[2]) + t_out;
+            self.free = [e0, e1, e2];
+            (e2, t_in.max(kernel).max(t_out))
+        } else {
+            let e = now.max(self.free[0]) + t_in + kernel + t_out;
+            self.free = [e; 3];
+            (e, t_in + kernel + t_out)
+        };
+        self.busy_all += bottleneck;
+        self.schedule(
+            end,
+            Pending::Landed {
+                module,
+                items,
+                bottleneck,
+            },
+        );
+    }
+}
