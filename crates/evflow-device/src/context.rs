@@ -120,12 +120,14 @@ impl DeviceContext {
                     None,
                 ))
             }
-            DeviceChoice::Cuda => Err(cuda_unavailable()),
-            DeviceChoice::Auto => {
-                let reason = cuda_unavailable();
-                let notice = format!("no device: device modules run on the host ({reason})");
-                Ok((Self::host_only(options), Some(notice)))
-            }
+            DeviceChoice::Cuda => Ok((Self::with_device(Some(open_cuda()?), options), None)),
+            DeviceChoice::Auto => match open_cuda() {
+                Ok(device) => Ok((Self::with_device(Some(device), options), None)),
+                Err(reason) => {
+                    let notice = format!("no device: device modules run on the host ({reason})");
+                    Ok((Self::host_only(options), Some(notice)))
+                }
+            },
         }
     }
 
@@ -213,11 +215,17 @@ impl PartialEq for DeviceContext {
     }
 }
 
-/// Why no CUDA device can be used: this build has no CUDA backend (see
-/// `docs/accelerators.md`, "CUDA backend").
-fn cuda_unavailable() -> DeviceError {
-    DeviceError::Unavailable {
+/// GPU 0 with two streams (overlap of successive launches).
+#[cfg(feature = "cuda")]
+fn open_cuda() -> Result<Arc<dyn Device>, DeviceError> {
+    Ok(Arc::new(crate::cuda::CudaDevice::open(0, 2)?))
+}
+
+/// Without the `cuda` feature: why no CUDA device can be used.
+#[cfg(not(feature = "cuda"))]
+fn open_cuda() -> Result<Arc<dyn Device>, DeviceError> {
+    Err(DeviceError::Unavailable {
         device: "cuda".into(),
-        reason: "this evflow was built without the CUDA backend".into(),
-    }
+        reason: "this evflow was built without the CUDA backend (cargo feature `cuda`)".into(),
+    })
 }

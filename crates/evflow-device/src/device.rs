@@ -21,6 +21,11 @@ pub trait Kernel: Send + Sync {
     fn source(&self) -> Option<&str> {
         None
     }
+    /// The kernel's one scalar parameter for a GPU backend (the `param`
+    /// argument of the CUDA entry point `evflow_kernel`).
+    fn param(&self) -> u64 {
+        0
+    }
     /// Runs the kernel over a batch.
     fn run(
         &self,

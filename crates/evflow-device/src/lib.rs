@@ -24,6 +24,8 @@
 
 mod combine;
 mod context;
+#[cfg(feature = "cuda")]
+mod cuda;
 mod device;
 mod emulated;
 mod offload;
@@ -34,6 +36,8 @@ mod synthetic;
 
 pub use combine::{CombinePolicy, Combiner};
 pub use context::{DeviceChoice, DeviceContext, DeviceModel, DeviceOptions};
+#[cfg(feature = "cuda")]
+pub use cuda::{CudaDevice, cuda_present};
 pub use device::{
     Device, DeviceBusy, DeviceError, Kernel, Launch, LaunchDone, LaunchOutput, LaunchTimes,
 };

@@ -46,6 +46,9 @@ impl Kernel for SyntheticKernel {
     fn source(&self) -> Option<&str> {
         Some(SYNTHETIC_CUDA)
     }
+    fn param(&self) -> u64 {
+        self.key
+    }
     fn run(
         &self,
         input: &[u8],
@@ -79,13 +82,19 @@ __device__ unsigned long long mix(unsigned long long z) {
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
-extern "C" __global__ void synthetic(const unsigned char* in, const unsigned long long* ins,
-                                     unsigned char* out, const unsigned long long* outs,
-                                     unsigned long long n, unsigned long long key) {
-    unsigned long long i = blockIdx.x * blockDim.x + threadIdx.x;
+// Little-endian word at any alignment.
+__device__ unsigned long long word(const unsigned char* p) {
+    unsigned long long w = 0;
+    for (int b = 7; b >= 0; --b) w = (w << 8) | p[b];
+    return w;
+}
+extern "C" __global__ void evflow_kernel(const unsigned char* in, const unsigned long long* ins,
+                                         unsigned char* out, const unsigned long long* outs,
+                                         unsigned long long n, unsigned long long key) {
+    unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    const unsigned long long* w = (const unsigned long long*)(in + ins[i]);
-    *(unsigned long long*)(out + outs[i]) = mix(w[0] ^ key) + w[1];
+    unsigned long long value = mix(word(in + ins[i]) ^ key) + word(in + ins[i] + 8);
+    for (int b = 0; b < 8; ++b) out[outs[i] + b] = (unsigned char)(value >> (8 * b));
 }
 "#;
 

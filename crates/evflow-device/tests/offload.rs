@@ -378,3 +378,33 @@ fn seeded_random_jobs_lose_and_double_no_event() {
         }
     }
 }
+
+/// On a machine with a GPU (`cargo test --features cuda`): the synthetic
+/// kernel compiled by NVRTC gives the host's products, bit for bit.
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_kernels_give_the_host_products() {
+    let device = match CudaDevice::open(0, 2) {
+        Ok(device) => std::sync::Arc::new(device) as std::sync::Arc<dyn Device>,
+        Err(e) => {
+            eprintln!("skipped: no CUDA device ({e})");
+            return;
+        }
+    };
+    let (p, reference) = job(None, spec(true));
+    run(
+        p,
+        &run_opts(2, 8, ExecutorKind::Threaded, ErrorPolicy::Fail),
+    )
+    .unwrap();
+    for split in [SplitMode::Fixed(1.0), SplitMode::Adaptive] {
+        let ctx = DeviceContext::with_device(Some(device.clone()), options(split, 16, 32));
+        let (p, tally) = job(Some(&ctx), spec(true));
+        run(
+            p,
+            &run_opts(2, 32, ExecutorKind::Threaded, ErrorPolicy::Fail),
+        )
+        .unwrap();
+        assert_eq!(tally.digest(), reference.digest(), "{split:?}");
+    }
+}
