@@ -18,7 +18,9 @@ pub struct SimulateArgs {
     /// Scheduling overhead per module execution, in nanoseconds (see docs/performance.md).
     #[arg(long, default_value_t = 300.0)]
     pub overhead_ns: f64,
-    /// Take module times (mean per call) from a report or trace of a real run instead of the configuration.
+    /// Take module times (mean per call) from a report or trace of a real run instead of the
+    /// configuration. Measured times are used as they are (`--time-scale` applies only to the
+    /// configuration's times of modules the report does not name).
     #[arg(long)]
     pub times_from: Option<PathBuf>,
 }
@@ -34,7 +36,19 @@ pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
     let mut loaded = workload.load()?;
     if let Some(path) = &args.times_from {
         let times = crate::inspect::mean_module_times(path)?;
-        apply_times(&mut loaded.process, &times, workload.time_scale);
+        let matched = apply_times(&mut loaded.process, &times);
+        if matched.matched == 0 {
+            return Err(format!(
+                "--times-from {}: none of the {} modules of {} has a measured time there \
+                 (a report or trace of another configuration?)",
+                path.display(),
+                matched.total,
+                workload.config.display()
+            ));
+        }
+        if !workload.quiet {
+            println!("{}", matched.describe(path));
+        }
     }
     let options = evflow_sim::SimOptions {
         cores: args.cores,
@@ -63,14 +77,60 @@ pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// Replaces every module's cost by the measured mean time per call.
-fn apply_times(process: &mut evflow_core::Process, times: &HashMap<String, f64>, scale: f64) {
+/// How many modules of the configuration took their time from a report.
+#[derive(Debug, PartialEq)]
+struct Matched {
+    matched: usize,
+    total: usize,
+    /// Labels of the configuration without a measured time (first few).
+    missing: Vec<String>,
+}
+
+impl Matched {
+    fn describe(&self, path: &std::path::Path) -> String {
+        let mut line = format!(
+            "module times from {}: {} of {} modules matched",
+            path.display(),
+            self.matched,
+            self.total
+        );
+        if self.matched < self.total {
+            let shown = self.missing.iter().take(5).cloned().collect::<Vec<_>>();
+            let more = self.total - self.matched - shown.len();
+            line += &format!(
+                "; the others keep the configuration's times: {}{}",
+                shown.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            );
+        }
+        line
+    }
+}
+
+/// Replaces the cost of every module the report names by its measured mean
+/// time per call. The measurement already ran at whatever time scale the
+/// measured run used, so it is not scaled again.
+fn apply_times(process: &mut evflow_core::Process, times: &HashMap<String, f64>) -> Matched {
+    let mut matched = Matched {
+        matched: 0,
+        total: 0,
+        missing: Vec::new(),
+    };
     for m in process.modules_mut() {
-        if let Some(&t) = times.get(m.label()) {
-            let seconds = t * scale;
-            m.set_cost_model(std::sync::Arc::new(move |_| seconds));
+        matched.total += 1;
+        match times.get(m.label()) {
+            Some(&seconds) => {
+                matched.matched += 1;
+                m.set_cost_model(std::sync::Arc::new(move |_| seconds));
+            }
+            None => matched.missing.push(m.label().to_string()),
         }
     }
+    matched
 }
 
 fn print(sim: &evflow_sim::Simulation) {

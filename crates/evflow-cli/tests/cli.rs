@@ -299,5 +299,133 @@ fn python_analysis_options_reach_the_python_runner() {
     assert_eq!(
         stdout(&out).trim(),
         "-m evflow run analysis.py --processes 2 --scheduler tcp://host:8786 --input a.parquet"
+
+const THREE_STEPS: &str = r#"
+[process]
+name = "three"
+events = 100
+
+[[module]]
+label = "a"
+type = "producer"
+time = 5.0
+
+[[module]]
+label = "b"
+type = "producer"
+consumes = ["a"]
+time = 5.0
+
+[[module]]
+label = "sel"
+type = "filter"
+consumes = ["b"]
+time = 5.0
+
+[[path]]
+name = "p"
+modules = ["sel"]
+"#;
+
+/// A report as `evflow run` writes it, with a measured time per call for
+/// the given (label, seconds).
+fn measured_report(dir: &Path, name: &str, modules: &[(&str, f64)]) -> String {
+    let modules: Vec<serde_json::Value> = modules
+        .iter()
+        .map(|(label, s)| serde_json::json!({"label": label, "calls": 10, "run_s": 10.0 * s}))
+        .collect();
+    write(
+        dir,
+        name,
+        &serde_json::json!({ "modules": modules }).to_string(),
+    )
+}
+
+fn simulated_throughput(args: &[&str], report: &Path) -> (f64, String) {
+    let mut all = args.to_vec();
+    all.extend(["--report", report.to_str().unwrap()]);
+    let out = evflow(&all);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(report).unwrap()).unwrap();
+    (
+        doc["report"]["throughput_ev_s"].as_f64().unwrap(),
+        stdout(&out),
+    )
+}
+
+#[test]
+fn simulate_times_from_report_are_not_scaled_again() {
+    let dir = scratch("times-from");
+    let config = write(&dir, "three.toml", THREE_STEPS);
+    // Measured at time scale 0.001: 5 ms per module, 15 ms per event.
+    let measured = measured_report(
+        &dir,
+        "m.json",
+        &[("a", 0.005), ("b", 0.005), ("sel", 0.005)],
+    );
+    let sim = dir.join("sim.json");
+    let base = [
+        "simulate",
+        &config,
+        "--cores",
+        "1",
+        "-k",
+        "1",
+        "--overhead-ns",
+        "0",
+    ];
+    for scale in ["1", "0.001"] {
+        let mut args = base.to_vec();
+        args.extend(["--time-scale", scale, "--times-from", &measured]);
+        let (rate, text) = simulated_throughput(&args, &sim);
+        assert!(
+            (rate - 1.0 / 0.015).abs() < 0.01 * rate,
+            "--time-scale {scale}: {rate} events/s, expected 66.7 (15 ms per event)\n{text}"
+        );
+        assert!(text.contains("3 of 3 modules matched"), "{text}");
+    }
+    // The scale still applies to the configuration's own times.
+    let mut args = base.to_vec();
+    args.extend(["--time-scale", "0.001"]);
+    let (rate, _) = simulated_throughput(&args, &sim);
+    assert!((rate - 1.0 / 0.015).abs() < 0.01 * rate, "{rate}");
+}
+
+#[test]
+fn simulate_times_from_says_what_matched_and_fails_when_nothing_did() {
+    let dir = scratch("times-match");
+    let config = write(&dir, "three.toml", THREE_STEPS);
+    let sim = dir.join("sim.json");
+    // Only "sel" is measured (1 ms); a and b keep 5 s × 0.001.
+    let partial = measured_report(&dir, "p.json", &[("sel", 0.001), ("other", 1.0)]);
+    let (rate, text) = simulated_throughput(
+        &[
+            "simulate",
+            &config,
+            "--cores",
+            "1",
+            "-k",
+            "1",
+            "--overhead-ns",
+            "0",
+            "--time-scale",
+            "0.001",
+            "--times-from",
+            &partial,
+        ],
+        &sim,
+    );
+    assert!(text.contains("1 of 3 modules matched"), "{text}");
+    assert!(text.contains("a, b"), "names the unmatched modules: {text}");
+    assert!((rate - 1.0 / 0.011).abs() < 0.01 * rate, "{rate}");
+
+    let foreign = measured_report(&dir, "f.json", &[("x", 0.001), ("y", 0.001)]);
+    let out = evflow(&["simulate", &config, "--times-from", &foreign]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("none of the 3 modules") && err.contains("f.json"),
+        "{err}"
     );
 }
