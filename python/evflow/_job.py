@@ -13,7 +13,7 @@ from . import _runtime as rt
 from ._modules import Analyzer, Filter, Producer
 from ._ordered import Ordered
 from ._progress import _Progress
-from .errors import ConfigurationError, EvflowError, JobError, ModuleError, SourceError
+from .errors import ConfigurationError, EvflowError, Interrupted, JobError, ModuleError, SourceError
 
 if TYPE_CHECKING:
     from ._modules import Histogram
@@ -407,10 +407,11 @@ def run_process(
     wall = time.perf_counter() - t0
     report = json.loads(res["report"]) if res["report"] else None
 
-    if res["interrupted"]:
+    if res["aborted"]:
+        # A second interrupt cancelled the batches in flight.
         for out in outputs:
             out._abort()
-        raise KeyboardInterrupt("evflow run interrupted; partial outputs were removed")
+        raise KeyboardInterrupt("evflow run aborted; partial outputs were removed")
     if not res["ok"]:
         for out in outputs:
             out._abort()
@@ -462,6 +463,8 @@ def run_process(
             **{k: res[k] for k in ("records", "batches", "finals", "failed")},
             "hist_parts": {name: state["parts"] for name, (state, _t) in plan.hists.items()},
         }
+    if res["interrupted"]:
+        raise Interrupted(result)
     return result
 
 

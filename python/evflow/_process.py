@@ -303,6 +303,12 @@ class Process:
         chunks of about ``chunk_size`` events; ``on_error="skip-chunk"`` and
         ``skip_bad_files`` apply there. Results are identical to a
         single-process run (see :mod:`evflow.distributed`).
+
+        A first ``KeyboardInterrupt`` (Ctrl-C) stops reading: the batches in
+        flight finish, outputs are closed complete for the events done, and
+        :class:`~evflow.Interrupted` (a ``KeyboardInterrupt``) is raised with
+        that partial result in ``.result``. A second one cancels the batches
+        in flight and removes partial outputs.
         """
         if client is not None or processes is not None:
             if trace:

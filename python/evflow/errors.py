@@ -13,6 +13,23 @@ class EvflowError(Exception):
     """Base class of every evflow error."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """A KeyboardInterrupt stopped :meth:`Process.run` gracefully.
+
+    No batch was read after it; the batches already read were finished, and
+    histograms, cut-flow and outputs are complete for them (outputs are
+    closed under their final names). ``result`` holds that partial
+    :class:`~evflow.result.Result`. Being a ``KeyboardInterrupt``, it still
+    ends a script that does not catch it.
+    """
+
+    def __init__(self, result: Any) -> None:
+        super().__init__(
+            f"evflow run interrupted after {result.events} events; outputs are complete for them"
+        )
+        self.result = result
+
+
 class ConfigurationError(EvflowError, ValueError):
     """The process description is inconsistent (found before any event runs)."""
 

@@ -186,9 +186,8 @@ def test_parquet_missing_column(tmp_path: Path) -> None:
         proc.run()
 
 
-def test_interrupt_leaves_no_output(zmumu_file: Path, tmp_path: Path) -> None:
+def _slow_script(tmp_path: Path, zmumu_file: Path, skim: Path, sleep_s: float) -> Path:
     script = tmp_path / "slow.py"
-    skim = tmp_path / "skim.parquet"
     script.write_text(
         f"""
 import time, evflow as ef
@@ -197,28 +196,107 @@ proc.source = ef.source.root({str(zmumu_file)!r}, tree="events", step_size=50)
 
 @proc.filter(consumes=["Q1"])
 def slow(ev):
-    time.sleep(0.2)
+    time.sleep({sleep_s})
     return ev.Q1 > 0
 
 proc.path("p", [slow])
 proc.output(ef.output.parquet({str(skim)!r}, columns=["M"]), select="p")
 """
     )
+    return script
+
+
+def _interrupt(script: Path, tmp_path: Path, signals: int) -> tuple[int, str]:
+    """Runs the script with the command line; once its output is open (the job
+    is running) sends SIGINT, and once the run said it is finishing the
+    batches in flight, sends SIGINT again (``signals`` = 2)."""
+    import queue
+    import threading
+
     p = subprocess.Popen(
         [sys.executable, "-m", "evflow", "run", str(script), "-j", "2", "-q"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+    lines: queue.Queue[str] = queue.Queue()
+    assert p.stderr is not None
+    reader = threading.Thread(target=lambda: [lines.put(x) for x in p.stderr], daemon=True)  # type: ignore[union-attr]
+    reader.start()
     deadline = time.time() + 30
     while time.time() < deadline and not [x for x in os.listdir(tmp_path) if "evflow-partial" in x]:
         time.sleep(0.05)
-    time.sleep(0.3)
     p.send_signal(signal.SIGINT)
-    _out, err = p.communicate(timeout=30)
-    assert p.returncode == 130, err
+    err = []
+    while signals > 1:
+        line = lines.get(timeout=30)
+        err.append(line)
+        if "finishing the batches in flight" in line:
+            p.send_signal(signal.SIGINT)
+            signals -= 1
+    p.wait(timeout=60)
+    reader.join(timeout=10)
+    while not lines.empty():
+        err.append(lines.get())
+    return p.returncode, "".join(err)
+
+
+def test_interrupt_closes_outputs_complete(zmumu_file: Path, tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    skim = tmp_path / "skim.parquet"
+    code, err = _interrupt(_slow_script(tmp_path, zmumu_file, skim, 0.2), tmp_path, 1)
+    assert code == 130, err
+    assert "interrupted" in err
+    # Closed under its final name, complete for the batches done.
+    rows = pq.read_table(skim).num_rows
+    assert 0 < rows < 2304
+    assert not [x for x in os.listdir(tmp_path) if "evflow-partial" in x]
+
+
+def test_second_interrupt_aborts_and_leaves_no_output(zmumu_file: Path, tmp_path: Path) -> None:
+    skim = tmp_path / "skim.parquet"
+    # Batches take 3 s: the second interrupt comes long before they finish.
+    code, err = _interrupt(_slow_script(tmp_path, zmumu_file, skim, 3.0), tmp_path, 2)
+    assert code == 130, err
     assert "interrupted" in err
     assert not skim.exists()
+    assert not [x for x in os.listdir(tmp_path) if "evflow-partial" in x]
+
+
+def test_keyboard_interrupt_finishes_the_batches_read(zmumu_file: Path, tmp_path: Path) -> None:
+    """An in-process Ctrl-C: the result, cut-flow and skim cover exactly the
+    batches read (a prefix of the file), checked against plain numpy."""
+    import pyarrow.parquet as pq
+    import uproot
+
+    skim = tmp_path / "skim.parquet"
+    proc = ef.Process("z")
+    proc.source = ef.source.root(zmumu_file, tree="events", step_size=50)
+    sent: list[bool] = []
+
+    @proc.filter(consumes=["Q1", "Q2"])
+    def oc(ev):
+        if not sent:
+            sent.append(True)
+            os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.1)
+        return ev.Q1 * ev.Q2 < 0
+
+    proc.path("p", [oc])
+    proc.output(ef.output.parquet(skim, columns=["M"]), select="p")
+    with pytest.raises(KeyboardInterrupt) as caught:
+        proc.run(threads=2)
+    assert isinstance(caught.value, ef.Interrupted), caught.value
+    result = caught.value.result
+    n = result.events
+    assert 0 < n < 2304 and n % 50 == 0, n
+    with uproot.open(zmumu_file) as f:
+        arrays = f["events"].arrays(["Q1", "Q2", "M"], library="np", entry_stop=n)
+    keep = arrays["Q1"] * arrays["Q2"] < 0
+    assert result.report["interrupted"] is True
+    table = pq.read_table(skim)
+    np.testing.assert_allclose(table.column("M").to_numpy(), arrays["M"][keep])
     assert not [x for x in os.listdir(tmp_path) if "evflow-partial" in x]
 
 

@@ -2,7 +2,9 @@
 
 mod device;
 mod inspect;
+mod lumis;
 mod run;
+mod signals;
 mod simulate;
 mod summary;
 mod system;
@@ -94,6 +96,12 @@ pub struct WorkloadArgs {
     /// Order of the filters of reorderable paths (default: the configuration's, else adaptive).
     #[arg(long, value_enum)]
     pub filter_order: Option<FilterOrderArg>,
+    /// Regroup the events into luminosity blocks of this many events (to measure boundaries).
+    #[arg(long)]
+    pub events_per_lumi: Option<u64>,
+    /// Luminosity blocks whose events may be in flight at once (>= 1).
+    #[arg(long, default_value_t = evflow_core::DEFAULT_CONCURRENT_LUMIS)]
+    pub concurrent_lumis: usize,
     /// Write the JSON report here.
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -107,6 +115,9 @@ pub struct WorkloadArgs {
 impl WorkloadArgs {
     /// Loads the configuration with these options applied.
     pub fn load(&self) -> Result<evflow_config::Loaded, String> {
+        if self.concurrent_lumis == 0 {
+            return Err("--concurrent-lumis must be at least 1".into());
+        }
         if !self.time_scale.is_finite() || self.time_scale < 0.0 {
             return Err(format!(
                 "--time-scale must be a finite number >= 0, not {}",
@@ -123,7 +134,20 @@ impl WorkloadArgs {
                 WorkArg::Sleep => evflow_workloads::Work::Sleep,
             }),
         };
-        let loaded = evflow_config::load_file(&self.config, &load).map_err(|e| e.to_string())?;
+        let mut loaded =
+            evflow_config::load_file(&self.config, &load).map_err(|e| e.to_string())?;
+        if let Some(n) = self.events_per_lumi {
+            if n == 0 {
+                return Err("--events-per-lumi must be at least 1".into());
+            }
+            let source = loaded
+                .process
+                .take_source()
+                .ok_or_else(|| format!("{}: the process has no source", self.config.display()))?;
+            loaded
+                .process
+                .set_boxed_source(Box::new(lumis::Regrouped::new(source, n)));
+        }
         if let (Some(notice), Some(_)) = (notice, &loaded.devices) {
             eprintln!("evflow: {notice}");
         }
@@ -166,16 +190,16 @@ fn main() -> ExitCode {
             .extension()
             .is_some_and(|e| e == "py");
     let result = if python {
-        run::run_python_analysis()
+        run::run_python_analysis().map(|()| ExitCode::SUCCESS)
     } else {
         match Cli::parse().command {
             Command::Run(args) => run::run(&args),
-            Command::Simulate(args) => simulate::simulate(&args),
-            Command::Report(args) => inspect::report(&args),
+            Command::Simulate(args) => simulate::simulate(&args).map(|()| ExitCode::SUCCESS),
+            Command::Report(args) => inspect::report(&args).map(|()| ExitCode::SUCCESS),
         }
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(message) => {
             eprintln!("evflow: error: {message}");
             ExitCode::FAILURE

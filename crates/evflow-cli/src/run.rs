@@ -2,18 +2,23 @@
 
 use std::io::IsTerminal;
 use std::path::Path;
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use evflow_core::{ErrorPolicy, ExecutorKind, RunError, RunOptions};
 
-use crate::{ExecutorArg, OnErrorArg, RunArgs, summary, system};
+use crate::{ExecutorArg, OnErrorArg, RunArgs, signals, summary, system};
 
-pub fn run(args: &RunArgs) -> Result<(), String> {
+/// Runs the job; the exit status is [`signals::EXIT_INTERRUPTED`] when a
+/// signal stopped it early (with the report and outputs complete for the
+/// events done).
+pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
     let workload = &args.workload;
     if workload.config.extension().is_some_and(|e| e == "py") {
-        return run_python_analysis();
+        return run_python_analysis().map(|()| ExitCode::SUCCESS);
     }
+    let stop = signals::stop_on_signals()?;
     if args.threads == Some(0) {
         return Err("--threads must be at least 1".into());
     }
@@ -62,6 +67,8 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         progress: progress
             .clone()
             .map(|bar| Arc::new(move |n| bar.set_position(n)) as evflow_core::ProgressFn),
+        stop: Some(stop),
+        concurrent_lumis: workload.concurrent_lumis,
     };
     let cpu0 = system::cpu_seconds();
     let result = evflow_core::run(loaded.process, &options);
@@ -87,14 +94,25 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         crate::device::print_summary(&device_reports);
     }
     match error {
-        None => Ok(()),
         Some(error) => Err(error.to_string()),
+        None if report.interrupted => {
+            eprintln!(
+                "evflow: interrupted: stopped reading after {} events; events in flight finished, \
+                 end transitions ran, outputs closed",
+                report.events
+            );
+            Ok(ExitCode::from(signals::EXIT_INTERRUPTED))
+        }
+        None => Ok(ExitCode::SUCCESS),
     }
 }
 
 /// `evflow run analysis.py ...`: a Python analysis runs in the Python
 /// package's own runner (`python -m evflow run`), with the same options.
 pub(crate) fn run_python_analysis() -> Result<(), String> {
+    // The Python runner handles Ctrl-C itself (the whole process group gets
+    // it); this process outlives the first signal and waits for its status.
+    signals::stop_on_signals()?;
     let python = std::env::var_os("EVFLOW_PYTHON")
         .map(std::path::PathBuf::from)
         .or_else(|| {

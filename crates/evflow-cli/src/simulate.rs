@@ -58,6 +58,7 @@ pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
         planner: Some(workload.planner(&loaded)),
         trace: false,
         devices: loaded.devices.clone(),
+        concurrent_lumis: workload.concurrent_lumis,
     };
     if let Some(devices) = &loaded.devices {
         devices.set_options(evflow_device::DeviceOptions {

@@ -299,6 +299,8 @@ fn python_analysis_options_reach_the_python_runner() {
     assert_eq!(
         stdout(&out).trim(),
         "-m evflow run analysis.py --processes 2 --scheduler tcp://host:8786 --input a.parquet"
+    );
+}
 
 const THREE_STEPS: &str = r#"
 [process]
@@ -428,4 +430,133 @@ fn simulate_times_from_says_what_matched_and_fails_when_nothing_did() {
         err.contains("none of the 3 modules") && err.contains("f.json"),
         "{err}"
     );
+}
+
+/// A job that runs until stopped: `events` events of `seconds` of sleep.
+fn endless(seconds: f64) -> String {
+    format!(
+        r#"
+[process]
+name = "endless"
+events = 1000000
+work = "sleep"
+
+[source]
+events_per_lumi = 7
+
+[[module]]
+label = "a"
+type = "producer"
+time = {seconds}
+
+[[module]]
+label = "sel"
+type = "filter"
+consumes = ["a"]
+pass_fraction = 0.5
+
+[[module]]
+label = "count"
+type = "analyzer"
+consumes = ["a"]
+
+[[path]]
+name = "p"
+modules = ["sel"]
+
+[[end_path]]
+name = "e"
+modules = ["count"]
+"#
+    )
+}
+
+/// A line of /proc/PID/status.
+fn proc_status(pid: u32, key: &str) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(key))
+        .map(|v| v.trim().to_string())
+}
+
+/// Waits until `evflow run` caught SIGINT and SIGTERM (handlers installed)
+/// and its worker pool is up (the job is running).
+fn wait_until_running(pid: u32, threads: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let caught = proc_status(pid, "SigCgt:")
+            .and_then(|m| u64::from_str_radix(&m, 16).ok())
+            .unwrap_or(0);
+        let running = proc_status(pid, "Threads:")
+            .and_then(|n| n.parse::<usize>().ok())
+            .unwrap_or(0);
+        // Bits of SIGINT (2) and SIGTERM (15).
+        if caught & (1 << 1) != 0 && caught & (1 << 14) != 0 && running > threads {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "evflow run never started"
+        );
+        std::thread::yield_now();
+    }
+}
+
+fn send(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+}
+
+fn spawn_run(config: &str, report: &Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_evflow"))
+        .args(["run", config, "-j", "2", "-k", "3", "--quiet", "--report"])
+        .arg(report)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the evflow binary runs")
+}
+
+#[test]
+fn first_signal_stops_gracefully_with_a_complete_report() {
+    let dir = scratch("sigint");
+    let config = write(&dir, "endless.toml", &endless(0.001));
+    let report = dir.join("r.json");
+    let child = spawn_run(&config, &report);
+    wait_until_running(child.id(), 2);
+    send(child.id(), "-INT");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(stderr(&out).contains("interrupted"), "{}", stderr(&out));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(doc["interrupted"], true);
+    let events = doc["events"].as_u64().unwrap();
+    assert!(events < 1_000_000, "{events}");
+    // Every event that counts ran completely: no half-processed event.
+    for m in doc["modules"].as_array().unwrap() {
+        assert_eq!(m["calls"].as_u64(), Some(events), "{m}");
+        assert_eq!(m["failures"].as_u64(), Some(0), "{m}");
+    }
+    assert_eq!(doc["paths"][0]["visited"].as_u64(), Some(events));
+}
+
+#[test]
+fn second_signal_ends_the_run_at_once() {
+    let dir = scratch("sigterm");
+    // In-flight events take 30 s each: a graceful stop would take that long.
+    let config = write(&dir, "slow.toml", &endless(30.0));
+    let report = dir.join("r.json");
+    let child = spawn_run(&config, &report);
+    wait_until_running(child.id(), 2);
+    let started = std::time::Instant::now();
+    send(child.id(), "-TERM");
+    send(child.id(), "-TERM");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(started.elapsed().as_secs() < 20, "did not abort at once");
+    assert!(!report.exists(), "an aborted run writes no report");
 }

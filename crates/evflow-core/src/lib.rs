@@ -83,6 +83,7 @@ mod process;
 mod report;
 pub mod schedule;
 mod source;
+mod stop;
 mod trigger;
 
 pub use compile::ConfigError;
@@ -92,13 +93,16 @@ pub use graph::Graph;
 pub use ids::{Concurrency, EventId, InputTag, ModuleKind};
 pub use job::{OVERSUBSCRIBED, RunError, run};
 pub use module::{Analyzer, Completion, Filter, ModuleImpl, Output, Producer, Transitions};
-pub use options::{ErrorPolicy, ExecutorKind, PlannerFactory, ProgressFn, RunOptions};
+pub use options::{
+    DEFAULT_CONCURRENT_LUMIS, ErrorPolicy, ExecutorKind, PlannerFactory, ProgressFn, RunOptions,
+};
 pub use process::{CostModel, DecisionModel, ModuleDesc, PathDesc, Process};
 pub use report::{
     ChromeTrace, FailedEvent, ModuleReport, PathReport, Report, Stall, SteadyRate, StepReport,
     TraceSlice,
 };
 pub use source::{EmptySource, Source, SourceProducts};
+pub use stop::StopHandle;
 pub use trigger::TriggerResults;
 
 /// rayon, re-exported for intra-module parallelism on the engine's pool.

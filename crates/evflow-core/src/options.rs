@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::graph::Graph;
 use crate::schedule;
+use crate::stop::StopHandle;
 
 /// Called with the number of events finished so far.
 pub type ProgressFn = Arc<dyn Fn(u64) + Send + Sync>;
@@ -47,7 +48,19 @@ pub struct RunOptions {
     pub progress: Option<ProgressFn>,
     /// Orders reorderable paths; `None`: every path in its written order.
     pub planner: Option<PlannerFactory>,
+    /// A graceful stop request (see [`StopHandle`]); `None`: run to the end.
+    pub stop: Option<StopHandle>,
+    /// Luminosity blocks whose events may be in flight at once (at least
+    /// 1): the next block's events start while the last events of the
+    /// previous one finish. Begin-lumi hooks may then run while modules
+    /// process events of an older block; every end-lumi comes after all
+    /// events of its block, in block order.
+    pub concurrent_lumis: usize,
 }
+
+/// Default of [`RunOptions::concurrent_lumis`] (see docs/performance.md,
+/// "Many cores, luminosity blocks, graceful stop").
+pub const DEFAULT_CONCURRENT_LUMIS: usize = 2;
 
 impl Default for RunOptions {
     fn default() -> Self {
@@ -59,6 +72,8 @@ impl Default for RunOptions {
             trace: false,
             progress: None,
             planner: None,
+            stop: None,
+            concurrent_lumis: DEFAULT_CONCURRENT_LUMIS,
         }
     }
 }
@@ -71,6 +86,8 @@ impl fmt::Debug for RunOptions {
             .field("executor", &self.executor)
             .field("on_error", &self.on_error)
             .field("trace", &self.trace)
+            .field("stop", &self.stop)
+            .field("concurrent_lumis", &self.concurrent_lumis)
             .finish()
     }
 }

@@ -12,6 +12,9 @@ pub struct Report {
     pub process: String,
     pub executor: String,
     pub events: u64,
+    /// A graceful stop (a signal, a `StopHandle`) ended reading early:
+    /// `events` were processed completely, the rest never read.
+    pub interrupted: bool,
     pub wall_s: f64,
     /// Process CPU time; filled by front ends that can measure it.
     pub cpu_s: f64,
@@ -23,6 +26,9 @@ pub struct Report {
     pub threads: usize,
     pub events_in_flight: usize,
     pub peak_events_in_flight: usize,
+    /// Luminosity blocks allowed in flight at once, and the most that were.
+    pub concurrent_lumis: usize,
+    pub peak_concurrent_lumis: usize,
     /// Peak resident memory; filled by front ends that can measure it.
     pub peak_rss_bytes: u64,
     pub modules: Vec<ModuleReport>,

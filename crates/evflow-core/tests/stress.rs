@@ -144,7 +144,7 @@ fn random_spec(seed: u64) -> Spec {
     Spec {
         seed,
         events: rng.gen_range(16..=40),
-        per_lumi: rng.gen_range(3..=15),
+        per_lumi: rng.gen_range(1..=15),
         lumis_per_run: rng.gen_range(1..=3),
         mods,
         paths,
@@ -766,19 +766,76 @@ fn describe(spec: &Spec) -> String {
     s
 }
 
-fn configurations(seed: u64) -> Vec<RunOptions> {
+/// Seeds and threads of the suite. CI runs the defaults; a longer hunt for
+/// races on a big machine sets, for example,
+/// `EVFLOW_STRESS_SEEDS=100000 EVFLOW_STRESS_THREADS=16`:
+///
+/// * `EVFLOW_STRESS_SEEDS`: seeds of the skip-event test (default 100; the
+///   fail-policy test runs 40% as many),
+/// * `EVFLOW_STRESS_FIRST_SEED`: first seed (default 0), to split a long
+///   hunt over several processes,
+/// * `EVFLOW_STRESS_THREADS`: threads of the larger threaded configuration
+///   (default 4; the smaller one uses half, at least 2).
+struct Knobs {
+    seeds: u64,
+    first_seed: u64,
+    threads: usize,
+}
+
+impl Knobs {
+    fn from_env() -> Self {
+        fn var(name: &str, default: u64) -> u64 {
+            match std::env::var(name) {
+                Ok(v) => v
+                    .trim()
+                    .parse()
+                    .unwrap_or_else(|_| panic!("{name} must be a whole number, not {v:?}")),
+                Err(_) => default,
+            }
+        }
+        Self {
+            seeds: var("EVFLOW_STRESS_SEEDS", 100),
+            first_seed: var("EVFLOW_STRESS_FIRST_SEED", 0),
+            threads: var("EVFLOW_STRESS_THREADS", 4).max(2) as usize,
+        }
+    }
+    /// The default run: its coverage minimums apply.
+    fn is_default(&self) -> bool {
+        self.seeds >= 100 && self.first_seed == 0
+    }
+}
+
+fn configurations(seed: u64, knobs: &Knobs) -> Vec<RunOptions> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x00C0_FFEE);
     let mut all = vec![
         sequential(rng.gen_range(1..=4)),
-        threaded(4, rng.gen_range(1..=8)),
-        threaded(2, rng.gen_range(1..=5)),
+        threaded(knobs.threads, rng.gen_range(1..=2 * knobs.threads)),
+        threaded((knobs.threads / 2).max(2), rng.gen_range(1..=5)),
     ];
     if seed.is_multiple_of(4) {
         // More threads than OVERSUBSCRIBED per core: the shared-queue backend.
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         all.push(threaded(OVERSUBSCRIBED * cores + 1, rng.gen_range(1..=12)));
     }
+    // Luminosity blocks in flight at once: one at a time up to four.
+    let mut lumis = ChaCha8Rng::seed_from_u64(seed ^ 0x0001_0411);
+    for options in &mut all {
+        options.concurrent_lumis = lumis.gen_range(1..=4);
+    }
     all
+}
+
+/// Blocks in flight never exceed the option, in the report and as every
+/// instance saw its hooks.
+fn check_lumis(options_lumis: usize, log: &Log, report: &Report) -> Result<(), String> {
+    let open = max_open_lumis(&log.hooks());
+    if open > options_lumis || report.peak_concurrent_lumis > options_lumis {
+        return Err(format!(
+            "{open} blocks open at an instance, peak {} in flight, allowed {options_lumis}",
+            report.peak_concurrent_lumis
+        ));
+    }
+    Ok(())
 }
 
 /// What the generated processes exercised, so that the test cannot pass
@@ -794,6 +851,9 @@ struct Coverage {
     exclusive: usize,
     cloned: usize,
     selective_end_modules: usize,
+    /// Runs, and runs with events of several luminosity blocks in flight.
+    runs: usize,
+    overlapping_lumis: usize,
 }
 
 impl Coverage {
@@ -826,6 +886,7 @@ impl Coverage {
             self.exclusive >= 50,
             self.cloned >= 30,
             self.selective_end_modules >= 20,
+            self.overlapping_lumis >= 50,
         ];
         assert!(
             minimum.iter().all(|&ok| ok),
@@ -836,12 +897,14 @@ impl Coverage {
 
 #[test]
 fn random_graphs_skip_event_match_the_model_and_keep_invariants() {
+    let knobs = Knobs::from_env();
     let mut coverage = Coverage::default();
-    for seed in 0..100u64 {
+    for seed in knobs.first_seed..knobs.first_seed + knobs.seeds {
         let spec = random_spec(seed);
         let infos = compiled_plans(&spec);
         coverage.add_spec(&spec, &infos);
-        for options in configurations(seed) {
+        for options in configurations(seed, &knobs) {
+            let lumis = options.concurrent_lumis;
             let (log, helper) = (Log::new(), Helper::new());
             let s = spec.clone();
             let process = build(&spec, &log, &helper, &move |m, e| s.fails_randomly(m, e));
@@ -853,18 +916,26 @@ fn random_graphs_skip_event_match_the_model_and_keep_invariants() {
                 .unwrap_or_else(|e| panic!("invariant: {e}\n{what}"));
             check_against_model(&spec, &infos, &log, &report)
                 .unwrap_or_else(|e| panic!("model: {e}\n{what}"));
+            check_lumis(lumis, &log, &report).unwrap_or_else(|e| panic!("lumis: {e}\n{what}"));
             coverage.executions += log.execs().len();
             coverage.failed_events += report.failed_events.len();
+            coverage.runs += 1;
+            coverage.overlapping_lumis += usize::from(report.peak_concurrent_lumis > 1);
         }
     }
     eprintln!("{coverage:?}");
-    coverage.check();
+    if knobs.is_default() {
+        coverage.check();
+    }
 }
 
 #[test]
 fn random_graphs_fail_policy_fail_with_the_same_error_everywhere() {
+    let knobs = Knobs::from_env();
     let mut failing_runs = 0;
-    for seed in 1000..1040u64 {
+    let seeds = (knobs.seeds * 2).div_ceil(5);
+    let first = 1000 + knobs.first_seed;
+    for seed in first..first + seeds {
         let mut spec = random_spec(seed);
         for m in &mut spec.mods {
             m.fail_rate = 0.0;
@@ -878,7 +949,8 @@ fn random_graphs_fail_policy_fail_with_the_same_error_everywhere() {
             .collect();
         let culprit = (!needed.is_empty()).then(|| needed[rng.gen_range(0..needed.len())]);
         let mut errors = Vec::new();
-        for options in configurations(seed) {
+        for options in configurations(seed, &knobs) {
+            let lumis = options.concurrent_lumis;
             let (log, helper) = (Log::new(), Helper::new());
             let process = build(&spec, &log, &helper, &move |m, ev| {
                 Some(m) == culprit && ev == e
@@ -917,6 +989,7 @@ fn random_graphs_fail_policy_fail_with_the_same_error_everywhere() {
             };
             check_invariants(&spec, &infos, &log, k, Some(&report))
                 .unwrap_or_else(|err| panic!("invariant: {err}\n{what}"));
+            check_lumis(lumis, &log, &report).unwrap_or_else(|e| panic!("lumis: {e}\n{what}"));
         }
         if culprit.is_some() {
             failing_runs += 1;
@@ -927,7 +1000,7 @@ fn random_graphs_fail_policy_fail_with_the_same_error_everywhere() {
         }
     }
     assert!(
-        failing_runs > 30,
+        !knobs.is_default() || failing_runs > 30,
         "too few failing processes were generated: {failing_runs}"
     );
 }

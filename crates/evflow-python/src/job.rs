@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use evflow_core::{
     Concurrency, ErrorPolicy, ExecutorKind, JobError, ModuleDesc, PathDesc, Process, RunError,
-    RunOptions, Source,
+    RunOptions, Source, StopHandle,
 };
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -175,7 +175,9 @@ impl Job {
     }
 
     /// Runs the job; returns a dict with `ok`, `report` (JSON text), `error`,
-    /// `cause`, `interrupted`, `records`, `batches` and `failed`.
+    /// `cause`, `interrupted` (a KeyboardInterrupt stopped reading: the
+    /// batches read were finished), `aborted` (a second one cancelled them),
+    /// `records`, `batches` and `failed`.
     #[pyo3(signature = (union, intersect, weight_sum, threads=1, events_in_flight=2, sequential=false, skip_failed=false, progress=None, interval_s=0.2, on_batch_failed=None, trace=false, filter_order=None))]
     #[allow(clippy::too_many_arguments)]
     fn run<'py>(
@@ -284,6 +286,10 @@ impl Job {
             process.end_path(END_PATH, end);
         }
 
+        // A first KeyboardInterrupt stops reading gracefully; a second cancels
+        // the batches in flight.
+        let stop = StopHandle::new();
+        let mut aborted = false;
         // `..default()` keeps this compiling when the engine gains options.
         #[allow(clippy::needless_update)]
         let options = RunOptions {
@@ -302,6 +308,7 @@ impl Job {
             trace,
             progress: None,
             planner,
+            stop: Some(stop.clone()),
             ..RunOptions::default()
         };
         let (tx, rx) = std::sync::mpsc::channel();
@@ -326,11 +333,18 @@ impl Job {
                 Ok(result) => break Some(result),
                 Err(RecvTimeoutError::Disconnected) => break None,
                 Err(RecvTimeoutError::Timeout) => {
-                    if interrupted.is_none()
-                        && let Err(e) = py.check_signals()
-                    {
-                        shared.cancel.store(true, Ordering::SeqCst);
-                        interrupted = Some(e);
+                    if let Err(e) = py.check_signals() {
+                        if interrupted.is_none() {
+                            stop.request();
+                            interrupted = Some(e);
+                            eprintln!(
+                                "evflow: interrupted: finishing the batches in flight \
+                                 (interrupt again to abort)"
+                            );
+                        } else {
+                            shared.cancel.store(true, Ordering::SeqCst);
+                            aborted = true;
+                        }
                     }
                     if let Some(cb) = &progress
                         && progress_error.is_none()
@@ -398,8 +412,9 @@ impl Job {
                 (false, Some(*report), Some(e))
             }
         };
-        out.set_item("ok", ok && interrupted.is_none())?;
+        out.set_item("ok", ok && !aborted)?;
         out.set_item("interrupted", interrupted.is_some())?;
+        out.set_item("aborted", aborted)?;
         let report_json = match &report {
             Some(r) => Some(
                 serde_json::to_string(r)

@@ -63,6 +63,7 @@ pub(crate) fn compute(
         planner: options.planner.clone(),
         trace: false,
         devices: None,
+        concurrent_lumis: options.concurrent_lumis,
     };
     let model = Model {
         costs: model_costs.costs.clone(),

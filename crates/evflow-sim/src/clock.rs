@@ -91,7 +91,8 @@ pub(crate) fn run(
         graph.clone(),
         k,
         options.planner.as_ref().map(|make| make(&graph)),
-    );
+    )
+    .with_concurrent_lumis(options.concurrent_lumis);
     let tally = Tally {
         graph: graph.clone(),
         now: std::cell::Cell::new(0.0),
@@ -267,6 +268,7 @@ pub(crate) fn run(
         process: graph.process_name.clone(),
         executor: "simulated".into(),
         events,
+        interrupted: coordinator.interrupted(),
         wall_s: now,
         cpu_s: busy_s,
         throughput_ev_s: if now > 0.0 { events as f64 / now } else { 0.0 },
@@ -274,6 +276,8 @@ pub(crate) fn run(
         threads: options.cores,
         events_in_flight: k,
         peak_events_in_flight: coordinator.peak_events_in_flight(),
+        concurrent_lumis: options.concurrent_lumis,
+        peak_concurrent_lumis: coordinator.peak_lumis(),
         peak_rss_bytes: 0,
         module_executions: calls.iter().sum(),
         modules: graph

@@ -19,6 +19,8 @@ pub struct SimOptions {
     /// simulated by its performance model, with the same combining and
     /// split decisions as a real run; otherwise they run on the host.
     pub devices: Option<evflow_device::DeviceContext>,
+    /// Luminosity blocks in flight at once (see `RunOptions::concurrent_lumis`).
+    pub concurrent_lumis: usize,
 }
 
 impl std::fmt::Debug for SimOptions {
@@ -28,6 +30,7 @@ impl std::fmt::Debug for SimOptions {
             .field("events_in_flight", &self.events_in_flight)
             .field("overhead_s", &self.overhead_s)
             .field("read_s", &self.read_s)
+            .field("concurrent_lumis", &self.concurrent_lumis)
             .finish()
     }
 }
@@ -42,6 +45,7 @@ impl Default for SimOptions {
             planner: None,
             trace: false,
             devices: None,
+            concurrent_lumis: evflow_core::DEFAULT_CONCURRENT_LUMIS,
         }
     }
 }

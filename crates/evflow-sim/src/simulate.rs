@@ -42,9 +42,9 @@ pub enum SimError {
 
 /// Simulates `process` on the machine described by `options`.
 pub fn simulate(mut process: Process, options: &SimOptions) -> Result<Simulation, SimError> {
-    if options.cores == 0 || options.events_in_flight == 0 {
+    if options.cores == 0 || options.events_in_flight == 0 || options.concurrent_lumis == 0 {
         return Err(SimError::Options(
-            "cores and events in flight must be at least 1".into(),
+            "cores, events in flight and concurrent luminosity blocks must be at least 1".into(),
         ));
     }
     if !(options.overhead_s >= 0.0 && options.read_s >= 0.0) {

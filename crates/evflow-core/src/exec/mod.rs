@@ -15,6 +15,7 @@
 mod execute;
 mod external;
 mod observe;
+mod queued;
 pub(crate) mod sequential;
 pub(crate) mod shared_queue;
 mod state;

@@ -14,7 +14,7 @@ use crate::trigger::TriggerResults;
 
 impl Engine {
     pub(super) fn end_stall(&self, slot: usize, module: ModuleIdx, id: EventId, thread: usize) {
-        let Some(since) = lock(&self.queued_at).remove(&(slot, module)) else {
+        let Some(since) = self.queued_at.take(slot, module) else {
             return;
         };
         let waited = since.elapsed();
@@ -137,6 +137,7 @@ impl Engine {
             process: self.graph.process_name.clone(),
             executor: executor.into(),
             events,
+            interrupted: self.coordinator.interrupted(),
             wall_s,
             cpu_s: 0.0,
             steady_throughput_ev_s: lock(&self.steady).throughput(),
@@ -148,6 +149,8 @@ impl Engine {
             threads,
             events_in_flight,
             peak_events_in_flight: self.coordinator.peak_events_in_flight(),
+            concurrent_lumis: self.concurrent_lumis,
+            peak_concurrent_lumis: self.coordinator.peak_lumis(),
             peak_rss_bytes: 0,
             module_executions: modules.iter().map(|m| m.calls).sum(),
             modules,
@@ -172,7 +175,7 @@ impl Observer for Engine {
     }
 
     fn queued(&self, slot: usize, module: ModuleIdx) {
-        lock(&self.queued_at).insert((slot, module), Instant::now());
+        self.queued_at.mark(slot, module);
     }
 
     fn end_path_started(&self, slot: usize, state: &EventState) {

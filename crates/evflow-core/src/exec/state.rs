@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use crate::error::JobError;
 use crate::event::EventData;
-use crate::graph::{Graph, ModuleIdx};
+use crate::graph::Graph;
 use crate::module::ModuleImpl;
 use crate::options::{ErrorPolicy, RunOptions};
 use crate::report::{FailedEvent, Stall, TraceSlice};
@@ -35,11 +35,12 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The run and luminosity block a module instance has begun and not ended.
-#[derive(Clone, Copy, Default)]
+/// The run and luminosity blocks a module instance has begun and not ended
+/// (several blocks with concurrent luminosity blocks).
+#[derive(Clone, Default)]
 pub(super) struct OpenBlocks {
     pub(super) run: Option<u32>,
-    pub(super) lumi: Option<(u32, u32)>,
+    pub(super) lumis: Vec<(u32, u32)>,
 }
 
 /// How many of the longest stalls a report keeps.
@@ -70,11 +71,12 @@ pub(crate) struct Engine {
     pub(super) progress: Option<crate::options::ProgressFn>,
     pub(super) finished: AtomicBool,
     /// When restricted work was queued, by (slot, module).
-    pub(super) queued_at: Mutex<std::collections::HashMap<(usize, ModuleIdx), Instant>>,
+    pub(super) queued_at: super::queued::QueuedSince,
     pub(super) stalls: Mutex<Vec<Stall>>,
     /// Per module and instance: what its hooks have opened.
     pub(super) open_transitions: Mutex<Vec<Vec<OpenBlocks>>>,
     pub(super) steady: Mutex<crate::report::SteadyRate>,
+    pub(super) concurrent_lumis: usize,
 }
 
 impl Engine {
@@ -85,6 +87,8 @@ impl Engine {
         options: &RunOptions,
     ) -> Self {
         let k = options.events_in_flight.max(1);
+        let start = Instant::now();
+        let queued_at = super::queued::QueuedSince::new(&graph, k, start);
         let mut step_offset = Vec::new();
         let mut n_steps = 0;
         for p in &graph.paths {
@@ -103,11 +107,18 @@ impl Engine {
             .map(|(i, _)| i)
             .collect();
         Self {
-            coordinator: Coordinator::new(
-                graph.clone(),
-                k,
-                options.planner.as_ref().map(|make| make(&graph)),
-            ),
+            coordinator: {
+                let c = Coordinator::new(
+                    graph.clone(),
+                    k,
+                    options.planner.as_ref().map(|make| make(&graph)),
+                )
+                .with_concurrent_lumis(options.concurrent_lumis);
+                match &options.stop {
+                    Some(stop) => c.with_stop(stop.clone()),
+                    None => c,
+                }
+            },
             stats: graph
                 .modules
                 .iter()
@@ -129,13 +140,14 @@ impl Engine {
             failed_events: Mutex::new(Vec::new()),
             job_error: Mutex::new(None),
             trace: options.trace.then(|| Mutex::new(Vec::new())),
-            start: Instant::now(),
+            start,
             progress: options.progress.clone(),
             finished: AtomicBool::new(false),
-            queued_at: Mutex::new(std::collections::HashMap::new()),
+            queued_at,
             stalls: Mutex::new(Vec::new()),
             open_transitions: Mutex::new(open),
             steady: Mutex::new(crate::report::SteadyRate::new(k)),
+            concurrent_lumis: options.concurrent_lumis.max(1),
         }
     }
 

@@ -4,7 +4,7 @@
 //! No pool thread ever waits for another task: only the caller's thread
 //! waits, for the end of the job.
 
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 
 use super::{Engine, Submit};
 use crate::schedule::Task;
@@ -14,13 +14,16 @@ struct Pool {
     pool: rayon::ThreadPool,
     done: Mutex<bool>,
     done_signal: Condvar,
+    /// The pool itself, for completions of external work (a weak link: no
+    /// cycle keeps the pool alive after the job).
+    me: Weak<Pool>,
 }
 
-struct PoolSubmit(Arc<Pool>);
-
-impl Submit for PoolSubmit {
+impl Submit for Pool {
     fn submit(&self, task: Task) {
-        spawn(&self.0, task);
+        if let Some(pool) = self.me.upgrade() {
+            spawn(&pool, task);
+        }
     }
 }
 
@@ -30,15 +33,18 @@ fn spawn(pool: &Arc<Pool>, task: Task) {
 }
 
 fn run_loop(pool: &Arc<Pool>, first: Task) {
-    let submit: Arc<dyn Submit> = Arc::new(PoolSubmit(pool.clone()));
+    // No allocation per task: the pool is its own submitter.
+    let submit: Arc<dyn Submit> = pool.clone();
     let thread = rayon::current_thread_index().unwrap_or(0);
-    let mut out = Vec::new();
+    // The follow-up buffer is the thread's own, reused from task to task
+    // (taken, not borrowed: a module using rayon may run another loop here).
+    let mut out = FOLLOW_UPS.with(|v| std::mem::take(&mut *v.borrow_mut()));
     let mut next = Some(first);
     while let Some(task) = next.take() {
         if pool.engine.execute(task, &mut out, &submit, thread) {
             *pool.done.lock().unwrap_or_else(|p| p.into_inner()) = true;
             pool.done_signal.notify_all();
-            return;
+            break;
         }
         // Keep the first follow-up here (depth first: an event's next module
         // runs while its products are warm); let idle threads steal the rest.
@@ -48,6 +54,12 @@ fn run_loop(pool: &Arc<Pool>, first: Task) {
             spawn(pool, task);
         }
     }
+    out.clear();
+    FOLLOW_UPS.with(|v| *v.borrow_mut() = out);
+}
+
+thread_local! {
+    static FOLLOW_UPS: std::cell::RefCell<Vec<Task>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Runs the job on `threads` pool threads and returns when it is finished.
@@ -57,11 +69,12 @@ pub(crate) fn run(engine: Arc<Engine>, threads: usize) -> Result<(), String> {
         .thread_name(|i| format!("evflow-worker-{i}"))
         .build()
         .map_err(|e| format!("cannot start {threads} threads: {e}"))?;
-    let pool = Arc::new(Pool {
+    let pool = Arc::new_cyclic(|me| Pool {
         engine,
         pool,
         done: Mutex::new(false),
         done_signal: Condvar::new(),
+        me: me.clone(),
     });
     let mut first = Vec::new();
     pool.engine.coordinator.begin(&mut first);

@@ -62,7 +62,7 @@ impl Engine {
                         hooks.begin_run(r)
                     }
                     Transition::BeginLumi(r, l) => {
-                        state.lumi = Some((r, l));
+                        state.lumis.push((r, l));
                         hooks.begin_lumi(r, l)
                     }
                     _ => Ok(()),
@@ -86,10 +86,13 @@ impl Engine {
                 let hooks = inst.transitions();
                 let state = &mut open[m][i];
                 let result = match *t {
-                    Transition::EndLumi(..) => state
-                        .lumi
-                        .take()
-                        .map(|(r, l)| catch_unwind(AssertUnwindSafe(|| hooks.end_lumi(r, l)))),
+                    Transition::EndLumi(r, l) => {
+                        let open = state.lumis.iter().position(|&b| b == (r, l));
+                        open.map(|i| {
+                            state.lumis.remove(i);
+                            catch_unwind(AssertUnwindSafe(|| hooks.end_lumi(r, l)))
+                        })
+                    }
                     Transition::EndRun(_) => state
                         .run
                         .take()

@@ -24,6 +24,7 @@ pub use source_control::{SourceControl, SourceStep, Transition};
 
 use crate::graph::{Graph, ModuleIdx};
 use crate::ids::EventId;
+use crate::stop::StopHandle;
 
 /// Which step of a module execution a task is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,6 +108,30 @@ impl Coordinator {
             aborting: AtomicBool::new(false),
             graph,
         }
+    }
+
+    /// Reading stops gracefully once `stop` is requested (the events in
+    /// flight and the end transitions still run).
+    pub fn with_stop(self, stop: StopHandle) -> Self {
+        lock(&self.source).set_stop(stop);
+        self
+    }
+
+    /// Lets events of up to `n` luminosity blocks of a run be in flight at
+    /// once (see [`SourceControl`]).
+    pub fn with_concurrent_lumis(self, n: usize) -> Self {
+        lock(&self.source).set_concurrent_lumis(n.max(1));
+        self
+    }
+
+    /// The most luminosity blocks open at once so far.
+    pub fn peak_lumis(&self) -> usize {
+        lock(&self.source).peak_lumis()
+    }
+
+    /// Whether a stop request ended reading before the end of the input.
+    pub fn interrupted(&self) -> bool {
+        lock(&self.source).interrupted()
     }
 
     pub fn graph(&self) -> &Graph {

@@ -1,13 +1,27 @@
 //! Decisions about reading events and run / luminosity-block transitions.
 //!
 //! At most `events_in_flight` events hold a slot at once (back-pressure on
-//! the source, which reads one event at a time). An event of a new luminosity
-//! block or run is held until every event of the previous one finished, then
-//! the transitions run, then the held event starts.
+//! the source, which reads one event at a time). Up to `concurrent_lumis`
+//! luminosity blocks of one run are open at once: when the source moves to
+//! a new block, its `BeginLumi` runs and its events start while the last
+//! events of the previous blocks still run. A block's `EndLumi` runs once
+//! all its events finished and every older block ended (end-lumis come in
+//! block order). With one block at a time, an event of a new block is held
+//! until every event of the previous one finished. A new run waits for
+//! every block of the previous run to end (`EndRun`, `BeginRun`). One
+//! transition list runs at a time, and no read starts while it runs, so
+//! every module instance sees its hooks in one order.
+//!
+//! A requested [`StopHandle`] is a decision taken here, the same for every
+//! executor and the simulator: no read starts after it, the events in
+//! flight end normally, then the end transitions run.
+
+use std::collections::VecDeque;
 
 use serde::Serialize;
 
 use crate::ids::EventId;
+use crate::stop::StopHandle;
 
 /// A run or luminosity-block boundary.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -25,10 +39,22 @@ pub enum SourceStep {
     Read(usize),
     /// The event read into this slot may start processing.
     Start(usize),
-    /// Run these transitions, in order, with no event in flight.
+    /// Run these transitions, in order. Events of other luminosity blocks
+    /// may be in flight meanwhile (never events of the blocks they end).
     Transitions(Vec<Transition>),
     /// The job is over: every event and every transition is done.
     Finished,
+}
+
+/// An open luminosity block: begun, not yet ended.
+#[derive(Debug)]
+struct Block {
+    run: u32,
+    lumi: u32,
+    /// Sequence number of the block in the job, to find it from a slot.
+    serial: u64,
+    /// Events of the block in flight.
+    processing: usize,
 }
 
 #[derive(Debug)]
@@ -39,14 +65,27 @@ pub struct SourceControl {
     stopped: bool,
     processing: usize,
     peak_processing: usize,
+    /// An event of a block not yet begun, waiting for its transitions.
     held: Option<(usize, EventId)>,
-    current: Option<(u32, u32)>,
+    /// Open blocks, oldest first; new events go to the last one.
+    blocks: VecDeque<Block>,
+    /// The most blocks open at once.
+    concurrent_lumis: usize,
+    next_serial: u64,
+    /// Block serial of each slot's event.
+    slot_block: Vec<u64>,
+    run: Option<u32>,
     in_transition: bool,
     ending: bool,
     finished: bool,
+    stop: Option<StopHandle>,
+    /// A stop request ended reading before the end of the input.
+    interrupted: bool,
+    peak_blocks: usize,
 }
 
 impl SourceControl {
+    /// One luminosity block at a time; see [`SourceControl::set_concurrent_lumis`].
     pub fn new(events_in_flight: usize) -> Self {
         assert!(events_in_flight > 0, "events in flight must be at least 1");
         Self {
@@ -57,40 +96,50 @@ impl SourceControl {
             processing: 0,
             peak_processing: 0,
             held: None,
-            current: None,
+            blocks: VecDeque::new(),
+            concurrent_lumis: 1,
+            next_serial: 0,
+            slot_block: vec![0; events_in_flight],
+            run: None,
             in_transition: false,
             ending: false,
             finished: false,
+            stop: None,
+            interrupted: false,
+            peak_blocks: 0,
         }
+    }
+
+    /// Lets events of up to `n` luminosity blocks (of one run) be in flight
+    /// at once (`n` >= 1).
+    pub fn set_concurrent_lumis(&mut self, n: usize) {
+        assert!(n > 0, "concurrent luminosity blocks must be at least 1");
+        self.concurrent_lumis = n;
+    }
+
+    /// Reading stops once `stop` is requested (see [`StopHandle`]).
+    pub fn set_stop(&mut self, stop: StopHandle) {
+        self.stop = Some(stop);
     }
 
     /// Asks for whatever the source side can do now.
     pub fn poll(&mut self, out: &mut Vec<SourceStep>) {
-        if self.finished || self.reading || self.in_transition || self.held.is_some() {
+        if !self.stopped && self.stop.as_ref().is_some_and(StopHandle::is_requested) {
+            self.interrupted = !self.exhausted;
+            self.halt();
+        }
+        if self.finished || self.reading || self.in_transition {
             return;
         }
-        if !(self.exhausted || self.stopped) {
-            if let Some(slot) = self.free_slots.pop() {
-                self.reading = true;
-                out.push(SourceStep::Read(slot));
-            }
+        self.transitions(out);
+        if self.in_transition || self.finished || self.held.is_some() {
             return;
         }
-        if self.processing == 0 && !self.ending {
-            self.ending = true;
-            match self.current.take() {
-                Some((run, lumi)) => {
-                    self.in_transition = true;
-                    out.push(SourceStep::Transitions(vec![
-                        Transition::EndLumi(run, lumi),
-                        Transition::EndRun(run),
-                    ]));
-                }
-                None => {
-                    self.finished = true;
-                    out.push(SourceStep::Finished);
-                }
-            }
+        if !(self.exhausted || self.stopped)
+            && let Some(slot) = self.free_slots.pop()
+        {
+            self.reading = true;
+            out.push(SourceStep::Read(slot));
         }
     }
 
@@ -103,12 +152,12 @@ impl SourceControl {
                 self.exhausted = true;
                 self.free_slots.push(slot);
             }
+            // An abort drops the event; a graceful stop still processes an
+            // event whose read was under way, if its block is open.
+            Some(_) if self.stopped && !self.interrupted => self.free_slots.push(slot),
+            Some(id) if self.is_last_block(id) => self.start(slot, out),
             Some(_) if self.stopped => self.free_slots.push(slot),
-            Some(id) if self.current == Some((id.run, id.lumi)) => self.start(slot, out),
-            Some(id) => {
-                self.held = Some((slot, id));
-                self.begin_transition_if_idle(out);
-            }
+            Some(id) => self.held = Some((slot, id)),
         }
         self.poll(out);
     }
@@ -116,8 +165,11 @@ impl SourceControl {
     /// The event in `slot` finished (or failed).
     pub fn event_done(&mut self, slot: usize, out: &mut Vec<SourceStep>) {
         self.processing -= 1;
+        let serial = self.slot_block[slot];
+        if let Some(block) = self.blocks.iter_mut().find(|b| b.serial == serial) {
+            block.processing -= 1;
+        }
         self.free_slots.push(slot);
-        self.begin_transition_if_idle(out);
         self.poll(out);
     }
 
@@ -129,7 +181,11 @@ impl SourceControl {
             out.push(SourceStep::Finished);
             return;
         }
-        if let Some((slot, _)) = self.held.take() {
+        // The held event's block has begun: it starts.
+        if let Some((slot, id)) = self.held
+            && self.is_last_block(id)
+        {
+            self.held = None;
             self.start(slot, out);
         }
         self.poll(out);
@@ -137,11 +193,22 @@ impl SourceControl {
 
     /// Stop reading (job abort): events in flight still end normally.
     pub fn stop(&mut self, out: &mut Vec<SourceStep>) {
+        self.halt();
+        self.poll(out);
+    }
+
+    /// No read starts any more; an event read but waiting for its block to
+    /// begin is dropped (it never started).
+    fn halt(&mut self) {
         self.stopped = true;
         if let Some((slot, _)) = self.held.take() {
             self.free_slots.push(slot);
         }
-        self.poll(out);
+    }
+
+    /// Whether a stop request ended reading before the end of the input.
+    pub fn interrupted(&self) -> bool {
+        self.interrupted
     }
 
     pub fn processing(&self) -> usize {
@@ -150,37 +217,94 @@ impl SourceControl {
     pub fn peak_processing(&self) -> usize {
         self.peak_processing
     }
+    /// The most luminosity blocks open at once.
+    pub fn peak_lumis(&self) -> usize {
+        self.peak_blocks
+    }
     pub fn is_finished(&self) -> bool {
         self.finished
     }
 
+    fn is_last_block(&self, id: EventId) -> bool {
+        self.blocks
+            .back()
+            .is_some_and(|b| (b.run, b.lumi) == (id.run, id.lumi))
+    }
+
     fn start(&mut self, slot: usize, out: &mut Vec<SourceStep>) {
+        let block = self
+            .blocks
+            .back_mut()
+            .expect("an event starts in an open block");
+        block.processing += 1;
+        self.slot_block[slot] = block.serial;
         self.processing += 1;
         self.peak_processing = self.peak_processing.max(self.processing);
         out.push(SourceStep::Start(slot));
     }
 
-    fn begin_transition_if_idle(&mut self, out: &mut Vec<SourceStep>) {
-        if self.processing != 0 || self.in_transition {
+    /// Hands out the transitions that may run now, as one list: ends of
+    /// finished blocks (oldest first), the begin of the held event's block,
+    /// the end of the job.
+    fn transitions(&mut self, out: &mut Vec<SourceStep>) {
+        if self.in_transition || self.ending {
             return;
         }
-        let Some((_, id)) = self.held else { return };
         let mut steps = Vec::new();
-        match self.current {
-            Some((run, lumi)) if run == id.run => steps.push(Transition::EndLumi(run, lumi)),
-            Some((run, lumi)) => {
-                steps.push(Transition::EndLumi(run, lumi));
-                steps.push(Transition::EndRun(run));
-                steps.push(Transition::BeginRun(id.run));
+        // The last block still takes events unless the source moved on.
+        let moved_on = self.held.is_some() || self.exhausted || self.stopped;
+        while let Some(front) = self.blocks.front() {
+            let closed = self.blocks.len() > 1 || moved_on;
+            if !(closed && front.processing == 0) {
+                break;
             }
-            None => steps.push(Transition::BeginRun(id.run)),
+            steps.push(Transition::EndLumi(front.run, front.lumi));
+            self.blocks.pop_front();
         }
-        steps.push(Transition::BeginLumi(id.run, id.lumi));
-        // The new block counts as open from now on, even if a hook fails:
-        // the end of the job then closes it.
-        self.current = Some((id.run, id.lumi));
-        self.in_transition = true;
-        out.push(SourceStep::Transitions(steps));
+        if let Some((_, id)) = self.held {
+            let begin = match self.run {
+                Some(run) if run == id.run => self.blocks.len() < self.concurrent_lumis,
+                Some(run) if self.blocks.is_empty() => {
+                    steps.push(Transition::EndRun(run));
+                    true
+                }
+                Some(_) => false,
+                None => true,
+            };
+            if begin {
+                if self.run != Some(id.run) {
+                    steps.push(Transition::BeginRun(id.run));
+                    self.run = Some(id.run);
+                }
+                steps.push(Transition::BeginLumi(id.run, id.lumi));
+                // The new block counts as open from now on, even if a hook
+                // fails: the end of the job then closes it.
+                self.blocks.push_back(Block {
+                    run: id.run,
+                    lumi: id.lumi,
+                    serial: self.next_serial,
+                    processing: 0,
+                });
+                self.next_serial += 1;
+                self.peak_blocks = self.peak_blocks.max(self.blocks.len());
+            }
+        } else if (self.exhausted || self.stopped) && self.processing == 0 && self.blocks.is_empty()
+        {
+            self.ending = true;
+            match self.run.take() {
+                Some(run) => steps.push(Transition::EndRun(run)),
+                None if steps.is_empty() => {
+                    self.finished = true;
+                    out.push(SourceStep::Finished);
+                    return;
+                }
+                None => {}
+            }
+        }
+        if !steps.is_empty() {
+            self.in_transition = true;
+            out.push(SourceStep::Transitions(steps));
+        }
     }
 }
 
@@ -242,5 +366,90 @@ mod tests {
         sc.transitions_done(&mut out);
         assert_eq!(out, vec![SourceStep::Finished]);
         assert_eq!(sc.peak_processing(), 2);
+    }
+
+    #[test]
+    fn next_block_starts_while_the_previous_one_finishes() {
+        use SourceStep::*;
+        use Transition::*;
+        let mut sc = SourceControl::new(3);
+        sc.set_concurrent_lumis(2);
+        fn step(
+            sc: &mut SourceControl,
+            f: &dyn Fn(&mut SourceControl, &mut Vec<SourceStep>),
+        ) -> Vec<SourceStep> {
+            let mut out = Vec::new();
+            f(sc, &mut out);
+            out
+        }
+        let mut out = Vec::new();
+        sc.poll(&mut out);
+        assert_eq!(out, vec![Read(0)]);
+        let ev = |l, e| Some(EventId::new(1, l, e));
+        assert_eq!(
+            step(&mut sc, &|sc, o| sc.read_done(0, ev(1, 1), o)),
+            vec![Transitions(vec![BeginRun(1), BeginLumi(1, 1)])]
+        );
+        assert_eq!(
+            step(&mut sc, &|sc, o| sc.transitions_done(o)),
+            vec![Start(0), Read(1)]
+        );
+        // Lumi 2 begins while event 1 of lumi 1 is in flight.
+        assert_eq!(
+            step(&mut sc, &|sc, o| sc.read_done(1, ev(2, 2), o)),
+            vec![Transitions(vec![BeginLumi(1, 2)])]
+        );
+        assert_eq!(
+            step(&mut sc, &|sc, o| sc.transitions_done(o)),
+            vec![Start(1), Read(2)]
+        );
+        // Lumi 3 must wait: two blocks are open.
+        assert!(step(&mut sc, &|sc, o| sc.read_done(2, ev(3, 3), o)).is_empty());
+        // Lumi 2 finishes first: it cannot end before lumi 1.
+        assert!(step(&mut sc, &|sc, o| sc.event_done(1, o)).is_empty());
+        assert_eq!(
+            step(&mut sc, &|sc, o| sc.event_done(0, o)),
+            vec![Transitions(vec![
+                EndLumi(1, 1),
+                EndLumi(1, 2),
+                BeginLumi(1, 3)
+            ])]
+        );
+        assert_eq!(
+            step(&mut sc, &|sc, o| sc.transitions_done(o)),
+            vec![Start(2), Read(0)]
+        );
+        // A new run waits for every block of the old one.
+        assert!(
+            step(&mut sc, &|sc, o| sc.read_done(
+                0,
+                Some(EventId::new(2, 1, 4)),
+                o
+            ))
+            .is_empty()
+        );
+        assert_eq!(
+            step(&mut sc, &|sc, o| sc.event_done(2, o)),
+            vec![Transitions(vec![
+                EndLumi(1, 3),
+                EndRun(1),
+                BeginRun(2),
+                BeginLumi(2, 1)
+            ])]
+        );
+        assert_eq!(
+            step(&mut sc, &|sc, o| sc.transitions_done(o)),
+            vec![Start(0), Read(2)]
+        );
+        assert!(step(&mut sc, &|sc, o| sc.read_done(2, None, o)).is_empty());
+        assert_eq!(
+            step(&mut sc, &|sc, o| sc.event_done(0, o)),
+            vec![Transitions(vec![EndLumi(2, 1), EndRun(2)])]
+        );
+        assert_eq!(
+            step(&mut sc, &|sc, o| sc.transitions_done(o)),
+            vec![Finished]
+        );
+        assert_eq!(sc.peak_lumis(), 2);
     }
 }

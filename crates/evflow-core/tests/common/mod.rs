@@ -956,21 +956,17 @@ pub fn events_running_at_once(execs: &[Exec]) -> usize {
 /// Checks that every execution of an event in luminosity block (r, l)
 /// lies after every `BeginLumi(r, l)` and `BeginRun(r)` hook and before
 /// every `EndLumi(r, l)` and `EndRun(r)` hook, and that each instance's
-/// hooks nest. Returns a description of the first violation.
+/// hooks nest: lumis inside their run, each begun once, ended in the order
+/// they began (several may be open at once with concurrent luminosity
+/// blocks; [`max_open_lumis`] counts them). Returns a description of the
+/// first violation.
 pub fn check_transitions(execs: &[Exec], hooks: &[HookRec]) -> Result<(), String> {
-    // Per instance: begin/end nesting.
-    let mut per_instance: BTreeMap<(String, u32), Vec<Hook>> = BTreeMap::new();
-    for h in hooks {
-        per_instance
-            .entry((h.label.to_string(), h.instance))
-            .or_default()
-            .push(h.hook);
-    }
-    for ((label, inst), list) in &per_instance {
-        let (mut run, mut lumi): (Option<u32>, Option<(u32, u32)>) = (None, None);
+    for ((label, inst), list) in hooks_per_instance(hooks) {
+        let mut run: Option<u32> = None;
+        let mut lumis: std::collections::VecDeque<(u32, u32)> = Default::default();
         let mut seen_lumis = BTreeSet::new();
         let mut seen_runs = BTreeSet::new();
-        for h in list {
+        for h in &list {
             let bad = |why: &str| Err(format!("{label}#{inst}: {why} at {h:?} in {list:?}"));
             match *h {
                 Hook::BeginJob | Hook::EndJob => {}
@@ -981,22 +977,22 @@ pub fn check_transitions(execs: &[Exec], hooks: &[HookRec]) -> Result<(), String
                     run = Some(r);
                 }
                 Hook::EndRun(r) => {
-                    if run != Some(r) || lumi.is_some() {
+                    if run != Some(r) || !lumis.is_empty() {
                         return bad("endRun of a run that is not open, or with a lumi open");
                     }
                     run = None;
                 }
                 Hook::BeginLumi(r, l) => {
-                    if run != Some(r) || lumi.is_some() || !seen_lumis.insert((r, l)) {
-                        return bad("beginLumi outside its run, nested or repeated");
+                    if run != Some(r) || !seen_lumis.insert((r, l)) {
+                        return bad("beginLumi outside its run or repeated");
                     }
-                    lumi = Some((r, l));
+                    lumis.push_back((r, l));
                 }
                 Hook::EndLumi(r, l) => {
-                    if lumi != Some((r, l)) {
-                        return bad("endLumi of a lumi that is not open");
+                    if lumis.front() != Some(&(r, l)) {
+                        return bad("endLumi of a lumi that is not the oldest open one");
                     }
-                    lumi = None;
+                    lumis.pop_front();
                 }
             }
         }
@@ -1044,4 +1040,33 @@ pub fn check_transitions(execs: &[Exec], hooks: &[HookRec]) -> Result<(), String
         }
     }
     Ok(())
+}
+
+/// Each instance's hooks, in call order.
+pub fn hooks_per_instance(hooks: &[HookRec]) -> BTreeMap<(String, u32), Vec<Hook>> {
+    let mut per_instance: BTreeMap<(String, u32), Vec<Hook>> = BTreeMap::new();
+    for h in hooks {
+        per_instance
+            .entry((h.label.to_string(), h.instance))
+            .or_default()
+            .push(h.hook);
+    }
+    per_instance
+}
+
+/// The most luminosity blocks any instance had open at once.
+pub fn max_open_lumis(hooks: &[HookRec]) -> usize {
+    let mut most = 0;
+    for list in hooks_per_instance(hooks).values() {
+        let mut open = 0usize;
+        for h in list {
+            match h {
+                Hook::BeginLumi(..) => open += 1,
+                Hook::EndLumi(..) => open = open.saturating_sub(1),
+                _ => {}
+            }
+            most = most.max(open);
+        }
+    }
+    most
 }

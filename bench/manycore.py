@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Benchmarks of issue "many cores": framework overhead per thread count,
+the cost of luminosity-block boundaries, and a scaling table measured next
+to the simulator's prediction.
+
+    python3 bench/manycore.py                        # all three
+    python3 bench/manycore.py --only overhead --baseline OLD/evflow
+    python3 bench/manycore.py --only lumis,scaling --reps 3
+
+Uses the CMS reconstruction workloads in ../shared/data/cms-reco/. Every
+ratio compares runs made in this one invocation, interleaved; the median of
+the repetitions is reported (the machine is shared and noisy).
+``--baseline`` names another `evflow` binary (for example one built from an
+older commit) to measure before/after side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT.parent / "shared" / "data" / "cms-reco"
+WORKLOADS = {
+    "hipileup": DATA / "reco_hipileup_5_2_0_busywait_perfectIO.config",
+    "minbias": DATA / "reco_minbias_busywait.config",
+    "minbias-sleeping": DATA / "reco_minbias_sleeping_betweenmodules.config",
+}
+EVFLOW = ROOT / "target" / "release" / "evflow"
+OUT = Path(tempfile.mkdtemp(prefix="evflow-manycore-"))
+_count = 0
+
+
+def run(binary: Path, config: Path, *args: str) -> dict:
+    global _count
+    _count += 1
+    report = OUT / f"r{_count}.json"
+    cmd = [str(binary), "run", str(config), "--quiet", "--report", str(report), *args]
+    subprocess.run(cmd, check=True)
+    return json.loads(report.read_text())
+
+
+def simulate(config: Path, *args: str) -> dict:
+    global _count
+    _count += 1
+    report = OUT / f"s{_count}.json"
+    cmd = [str(EVFLOW), "simulate", str(config), "--quiet", "--report", str(report), *args]
+    subprocess.run(cmd, check=True)
+    return json.loads(report.read_text())
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def bench_overhead(reps: int, baseline: Path | None) -> None:
+    """ns per module execution at --time-scale 0, 1 and 2 threads."""
+    config = WORKLOADS["hipileup"]
+    binaries = [("current", EVFLOW)] + ([("baseline", baseline)] if baseline else [])
+    print("framework alone (hipileup, --time-scale 0, 4000 events, events in flight = 2 x threads)")
+    for threads in (1, 2):
+        ns: dict[str, list[float]] = {name: [] for name, _ in binaries}
+        rate: dict[str, list[float]] = {name: [] for name, _ in binaries}
+        for _ in range(reps):
+            for name, binary in binaries:
+                args = ["--time-scale", "0", "--threads", str(threads)]
+                args += ["--events-in-flight", str(2 * threads), "--events", "4000"]
+                r = run(binary, config, *args)
+                ns[name].append(r["wall_s"] * 1e9 / r["module_executions"])
+                rate[name].append(r["throughput_ev_s"])
+        for name, _ in binaries:
+            print(
+                f"  {threads} thread(s) {name:>8}: {median(ns[name]):7.1f} ns/module, {median(rate[name]):8.1f} events/s"
+            )
+        if baseline:
+            print(
+                f"  {threads} thread(s) current/baseline ns per module: {median(ns['current']) / median(ns['baseline']):.3f}"
+            )
+
+
+def bench_lumis(reps: int, baseline: Path | None) -> None:
+    """Throughput with a luminosity-block boundary every 2K events (K in
+    flight) over the same job without boundaries."""
+    config = WORKLOADS["hipileup"]
+    k = 4
+    common = ["--time-scale", "0.001", "--work", "busy", "--threads", "2", "--events-in-flight", str(k)]
+    common += ["--events", "400"]
+    cases = [("no boundaries", [])]
+    for n in (1, 2, 4):
+        cases.append(
+            (
+                f"every {2 * k} events, {n} block(s) in flight",
+                ["--events-per-lumi", str(2 * k), "--concurrent-lumis", str(n)],
+            )
+        )
+    rates: dict[str, list[float]] = {name: [] for name, _ in cases}
+    for _ in range(reps):
+        for name, extra in cases:
+            rates[name].append(run(EVFLOW, config, *common, *extra)["throughput_ev_s"])
+    print(f"luminosity-block boundaries (hipileup busy x0.001, 2 threads, {k} in flight, 400 events)")
+    base = median(rates["no boundaries"])
+    for name, _ in cases:
+        print(
+            f"  {name:<40} {median(rates[name]):8.2f} events/s  {median(rates[name]) / base:.3f} of no boundaries"
+        )
+
+
+def bench_scaling(reps: int, baseline: Path | None) -> None:
+    """Measured 1 and 2 threads next to the simulator's 1..16 cores."""
+    print("scaling (busy/sleep work as configured, x0.001; events in flight = 2 x threads)")
+    print("  prediction A: configured times; B: times measured by the sequential run (--times-from)")
+    for name, config in WORKLOADS.items():
+        n = "150" if name == "hipileup" else "600"
+        common = ["--time-scale", "0.001", "--events", n]
+        measured: dict[int, list[float]] = {1: [], 2: []}
+        seq_report = None
+        for i in range(reps):
+            seq = run(EVFLOW, config, *common, "--executor", "sequential")
+            if i == 0:
+                seq_report = OUT / f"r{_count}.json"
+            for t in (1, 2):
+                measured[t].append(
+                    run(EVFLOW, config, *common, "--threads", str(t), "--events-in-flight", str(2 * t))[
+                        "throughput_ev_s"
+                    ]
+                )
+            del seq
+        row = []
+        for cores in (1, 2, 4, 8, 16):
+            k = str(2 * cores)
+            a = simulate(config, *common, "--cores", str(cores), "--events-in-flight", k)
+            b = simulate(
+                config,
+                *common,
+                "--cores",
+                str(cores),
+                "--events-in-flight",
+                k,
+                "--times-from",
+                str(seq_report),
+            )
+            row.append((cores, a["report"]["throughput_ev_s"], b["report"]["throughput_ev_s"]))
+        print(f"  {name}:")
+        for cores, a, b in row:
+            m = f"{median(measured[cores]):8.2f}" if cores in measured else "       -"
+            print(f"    {cores:>2} cores: measured {m}   predicted A {a:8.2f}   B {b:8.2f} events/s")
+
+
+BENCHES = {"overhead": bench_overhead, "lumis": bench_lumis, "scaling": bench_scaling}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--only", default="overhead,lumis,scaling")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--baseline", type=Path, help="another evflow binary to compare with (overhead)")
+    args = parser.parse_args()
+    if not DATA.is_dir():
+        print(f"the CMS workloads are not in {DATA}: nothing to measure")
+        return 0
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "evflow-cli"], cwd=ROOT, check=True)
+    for name in args.only.split(","):
+        BENCHES[name](args.reps, args.baseline)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
