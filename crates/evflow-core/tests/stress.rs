@@ -775,11 +775,15 @@ fn describe(spec: &Spec) -> String {
 /// * `EVFLOW_STRESS_FIRST_SEED`: first seed (default 0), to split a long
 ///   hunt over several processes,
 /// * `EVFLOW_STRESS_THREADS`: threads of the larger threaded configuration
-///   (default 4; the smaller one uses half, at least 2).
+///   (default 4; the smaller one uses half, at least 2),
+/// * `EVFLOW_STRESS_LUMIS`: luminosity blocks in flight in every
+///   configuration (default: drawn from 1 to 4 per configuration).
 struct Knobs {
     seeds: u64,
     first_seed: u64,
     threads: usize,
+    /// Blocks in flight for every configuration (default: drawn, 1 to 4).
+    lumis: Option<usize>,
 }
 
 impl Knobs {
@@ -797,11 +801,14 @@ impl Knobs {
             seeds: var("EVFLOW_STRESS_SEEDS", 100),
             first_seed: var("EVFLOW_STRESS_FIRST_SEED", 0),
             threads: var("EVFLOW_STRESS_THREADS", 4).max(2) as usize,
+            lumis: std::env::var("EVFLOW_STRESS_LUMIS")
+                .is_ok()
+                .then(|| var("EVFLOW_STRESS_LUMIS", 1).max(1) as usize),
         }
     }
     /// The default run: its coverage minimums apply.
     fn is_default(&self) -> bool {
-        self.seeds >= 100 && self.first_seed == 0
+        self.seeds >= 100 && self.first_seed == 0 && self.lumis.is_none()
     }
 }
 
@@ -820,7 +827,7 @@ fn configurations(seed: u64, knobs: &Knobs) -> Vec<RunOptions> {
     // Luminosity blocks in flight at once: one at a time up to four.
     let mut lumis = ChaCha8Rng::seed_from_u64(seed ^ 0x0001_0411);
     for options in &mut all {
-        options.concurrent_lumis = lumis.gen_range(1..=4);
+        options.concurrent_lumis = knobs.lumis.unwrap_or_else(|| lumis.gen_range(1..=4));
     }
     all
 }
