@@ -14,7 +14,7 @@ mod event_state;
 mod plan;
 mod source_control;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub use arbiter::{Arbiter, Grant};
@@ -84,7 +84,6 @@ impl Observer for NoObserver {
 pub struct Coordinator {
     graph: Arc<Graph>,
     planner: Arc<dyn Planner>,
-    started: AtomicU64,
     slots: Vec<Mutex<EventState>>,
     arbiter: Mutex<Arbiter<(usize, Phase)>>,
     source: Mutex<SourceControl>,
@@ -99,7 +98,6 @@ impl Coordinator {
     ) -> Self {
         Self {
             planner: planner.unwrap_or_else(|| Arc::new(FixedPlanner::new(&graph))),
-            started: AtomicU64::new(0),
             slots: (0..events_in_flight)
                 .map(|_| Mutex::new(EventState::new(&graph)))
                 .collect(),
@@ -341,9 +339,12 @@ impl Coordinator {
                 SourceStep::Finished => out.push(Task::Finished),
                 SourceStep::Start(slot) => {
                     let mut ready = Vec::new();
+                    // Numbered by the source control when it decided the
+                    // start (not here: another thread may start the next
+                    // event before this line runs).
+                    let index = lock(&self.source).event_index(slot);
                     let finished = {
                         let mut state = lock(&self.slots[slot]);
-                        let index = self.started.fetch_add(1, Ordering::Relaxed);
                         state.start(
                             &self.graph,
                             index,

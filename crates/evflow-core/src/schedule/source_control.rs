@@ -74,6 +74,9 @@ pub struct SourceControl {
     next_serial: u64,
     /// Block serial of each slot's event.
     slot_block: Vec<u64>,
+    /// Events started so far, and each slot's event's position among them.
+    started: u64,
+    slot_index: Vec<u64>,
     run: Option<u32>,
     in_transition: bool,
     ending: bool,
@@ -100,6 +103,8 @@ impl SourceControl {
             concurrent_lumis: 1,
             next_serial: 0,
             slot_block: vec![0; events_in_flight],
+            started: 0,
+            slot_index: vec![0; events_in_flight],
             run: None,
             in_transition: false,
             ending: false,
@@ -211,6 +216,14 @@ impl SourceControl {
         self.interrupted
     }
 
+    /// The job index of the event started in `slot` (events are numbered
+    /// in the order they start, which is the order they were read). Taken
+    /// here, under the same lock as the decision to start, so that a later
+    /// event started by another thread cannot take an earlier number.
+    pub fn event_index(&self, slot: usize) -> u64 {
+        self.slot_index[slot]
+    }
+
     pub fn processing(&self) -> usize {
         self.processing
     }
@@ -238,6 +251,8 @@ impl SourceControl {
             .expect("an event starts in an open block");
         block.processing += 1;
         self.slot_block[slot] = block.serial;
+        self.slot_index[slot] = self.started;
+        self.started += 1;
         self.processing += 1;
         self.peak_processing = self.peak_processing.max(self.processing);
         out.push(SourceStep::Start(slot));
