@@ -434,6 +434,12 @@ mod tests {
             step(&mut sc, &|sc, o| sc.transitions_done(o)),
             vec![Start(2), Read(0)]
         );
+        // Events are numbered in the order the decision to start them was
+        // taken, whatever thread then acts on it.
+        assert_eq!(
+            (sc.event_index(0), sc.event_index(1), sc.event_index(2)),
+            (0, 1, 2)
+        );
         // A new run waits for every block of the old one.
         assert!(
             step(&mut sc, &|sc, o| sc.read_done(
