@@ -319,7 +319,7 @@ def run_process(
     executor: str,
     on_error: str,
     trace: bool,
-    filter_order: str | None = None,
+    filter_order: str = "adaptive",
     raw: bool = False,
 ) -> Result:
     """Runs ``proc``; with ``raw`` the result also holds the engine's
@@ -332,6 +332,10 @@ def run_process(
 
     if executor not in ("threaded", "sequential"):
         raise ConfigurationError(f"executor must be 'threaded' or 'sequential', not {executor!r}")
+    if filter_order not in ("fixed", "adaptive", "hepframe"):
+        raise ConfigurationError(
+            f"filter_order must be 'fixed', 'adaptive' or 'hepframe', not {filter_order!r}"
+        )
     if on_error not in ("fail", "skip"):
         raise ConfigurationError(f"on_error must be 'fail' or 'skip', not {on_error!r}")
     plan = _Plan(proc, keep_parts=raw)
@@ -380,7 +384,6 @@ def run_process(
         out._open()
     cpu0 = _cpu_seconds()
     t0 = time.perf_counter()
-    extra = {} if filter_order is None else {"filter_order": filter_order}
     try:
         res = job.run(
             rt.union,
@@ -393,7 +396,8 @@ def run_process(
             progress=callback,
             on_batch_failed=plan.skip,
             trace=trace,
-            **extra,
+            filter_order=filter_order,
+            probe=rt.probe_indices,
         )
     except BaseException:
         for out in outputs:
@@ -444,6 +448,8 @@ def run_process(
         res["finals"],
         res["failed"],
         proc.weight is not None,
+        filter_order,
+        report.get("orderings", []),
     )
     histograms = {}
     for name, (state, template) in plan.hists.items():

@@ -279,6 +279,19 @@ def intersect(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.intersect1d(a, b, assume_unique=True)
 
 
+#: Events of a sampled batch on which every filter of a sampled reorderable
+#: path also decides, event by event (the planner's joint statistics).
+PROBE_EVENTS = 256
+
+
+def probe_indices(n: int) -> np.ndarray:
+    """The subsample of a batch of ``n`` events whose per-event decisions the
+    planner measures: at most ``PROBE_EVENTS`` events spread evenly over it."""
+    if n <= PROBE_EVENTS:
+        return np.arange(n, dtype=np.int64)
+    return np.unique(np.linspace(0, n - 1, PROBE_EVENTS).astype(np.int64))
+
+
 def _inputs(
     product_names: Sequence[str], raw: list[tuple[Selection, Any]]
 ) -> dict[str, tuple[Selection, Any]]:
@@ -342,6 +355,23 @@ def filter_runner(
         w_passed = w_seen if passed == n else float(w[new].sum())
         return new, passed, w_seen, w_passed
 
+    def probe(
+        data: BatchData, events: np.ndarray, raw: list[tuple[Selection, Any]]
+    ) -> tuple[list[bool], list[bool]]:
+        """Decisions on ``events`` (a subsample of a sampled batch): (decided,
+        passed) per event; an event is decided when every input covers it."""
+        covered = events
+        for have, _ in raw:
+            if have is not None:
+                covered = np.intersect1d(covered, have, assume_unique=True)
+        known = np.isin(events, covered)
+        passed = np.zeros(len(events), dtype=bool)
+        if len(covered):
+            ev = Events(label, data, covered, names, _inputs(products, raw) if raw else {})
+            passed[known] = as_mask(what, fn(ev), len(covered))
+        return known.tolist(), passed.tolist()
+
+    run.probe = probe  # type: ignore[attr-defined]
     return run
 
 

@@ -190,8 +190,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--filter-order",
         choices=["fixed", "adaptive", "hepframe"],
-        default=None,
-        help="ordering policy of reorderable paths (default: the engine's)",
+        default="adaptive",
+        help="ordering policy of reorderable paths (default: adaptive)",
     )
     r.add_argument(
         "--process", default=None, help="which Process of the file to run (variable or process name)"

@@ -51,6 +51,14 @@ class PathCutFlow:
     reorderable: bool = False
     #: execution order used by most batches (filter names)
     order: list[str] = field(default_factory=list)
+    #: the ordering policy that ran the path: ``"adaptive"`` (the default),
+    #: ``"fixed"`` or ``"hepframe"``; ``"written"`` for a path that is not
+    #: reorderable
+    policy: str = "written"
+    #: why the path ran in ``order``: the engine's reason for its last change
+    #: of order (method, samples, expected cost and gain), or why the written
+    #: order was kept
+    why: str = ""
 
     @property
     def efficiency(self) -> float:
@@ -97,6 +105,8 @@ class CutFlow:
                 "weighted_passed": p.weighted_passed,
                 "reorderable": p.reorderable,
                 "order": p.order,
+                "policy": p.policy,
+                "why": p.why,
                 "filters": [
                     {
                         "filter": s.filter,
@@ -119,7 +129,7 @@ class CutFlow:
         for p in self.paths.values():
             head = f"path '{p.path}'"
             if p.reorderable:
-                head += " (reorderable; execution order: " + " > ".join(p.order) + ")"
+                head += f" (reorderable, {p.policy} order: " + " > ".join(p.order) + ")"
             lines.append(head)
             width = max([len("filter"), len("all events")] + [len(s.filter) for s in p.steps])
             cols = f"{'filter':<{width}}  {'seen':>12}  {'passed':>12}  {'eff.':>8}  {'cumul.':>8}"
@@ -172,8 +182,12 @@ def build(
     finals: Sequence[tuple[int, Sequence[tuple[int, float]]]],
     failed: Sequence[int],
     weighted: bool,
+    policy: str = "adaptive",
+    orderings: Sequence[dict[str, Any]] = (),
 ) -> CutFlow:
-    """Sums the engine's per-batch records in batch order (deterministic)."""
+    """Sums the engine's per-batch records in batch order (deterministic).
+    ``policy`` is the ordering policy of the reorderable paths and
+    ``orderings`` the engine report's list of order changes (which say why)."""
     bad = set(failed)
     good = [b for b in batches if b[0] not in bad]
     events = sum(b[1] for b in good)
@@ -221,6 +235,28 @@ def build(
                 steps=steps,
                 reorderable=reorderable,
                 order=[filters[i] for i in best],
+                policy=policy if reorderable else "written",
+                why=_why(name, reorderable, policy, orderings),
             )
         )
     return CutFlow(out, weighted)
+
+
+def _why(path: str, reorderable: bool, policy: str, orderings: Sequence[dict[str, Any]]) -> str:
+    """Why `path` ran in the order it did, from the engine's order changes."""
+    if not reorderable:
+        return "not reorderable: the written order"
+    if policy == "fixed":
+        return "filter_order='fixed': the written order (minimally repaired for its constraints)"
+    changes = [
+        c
+        for c in orderings
+        if c.get("path") == path and not str(c.get("reason", "")).startswith("in use at the end")
+    ]
+    if not changes:
+        return (
+            f"{policy}: the written order was kept (no other order was expected to save "
+            "more than its uncertainty plus the switching cost)"
+        )
+    last = changes[-1]
+    return f"{policy}: chosen after {last['at_event']} batches: {last['reason']}"

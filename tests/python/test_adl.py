@@ -144,6 +144,19 @@ def check(result: ef.Result, query: int, ref: dict[str, Any]) -> None:
         np.testing.assert_array_equal(got, counts(ref[name], bins, lo, hi), err_msg=name)
 
 
+def one_pass(path: Path, step: int, ref: dict[str, Any], kernels: str = "awkward") -> None:
+    """All eight queries in one process: each histogram identical to the
+    reference (and so to the queries run one by one), for 1 and 2 threads."""
+    proc = adl.make_one_pass(str(path), step_size=step, kernels=kernels)
+    one = proc.run(threads=1)
+    two = proc.run(threads=2)
+    for query in adl.QUERIES:
+        check(one, query, ref)
+        for name in adl.histograms(query):
+            assert one.histograms[name] == two.histograms[name], (query, kernels, name)
+    assert one.events == len(ref["q1_met"])
+
+
 def run_all(path: Path, step: int, ref: dict[str, Any]) -> None:
     for query in adl.QUERIES:
         for kernels in KERNELS:
@@ -239,6 +252,8 @@ def test_leptonic(leptonic: Path) -> None:
     ref = reference(read(leptonic))
     assert len(ref["q5_met"]) > 200 and len(ref["q8_mt"]) > 200
     run_all(leptonic, 1000, ref)
+    for kernels in KERNELS:
+        one_pass(leptonic, 1000, ref, kernels)
 
 
 @pytest.mark.parametrize("workers,depth", [(1, 1), (3, 2), (2, 6)])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import awkward as ak
@@ -95,7 +96,10 @@ def test_deterministic_across_threads_and_executors(tmp_path: Path) -> None:
     for threads, executor in [(1, "sequential"), (1, "threaded"), (2, "threaded"), (3, "threaded")]:
         skim = tmp_path / f"skim{threads}{executor}.parquet"
         proc, _ = _process(skim=skim)
-        r = proc.run(threads=threads, executor=executor, events_in_flight=threads + 3)
+        # The written order: a reorderable path's per-filter counts are those
+        # of the order that ran, which the adaptive default chooses from
+        # timings (accepted events and histograms never depend on it).
+        r = proc.run(threads=threads, executor=executor, events_in_flight=threads + 3, filter_order="fixed")
         results.append((r, skim.read_bytes()))
     base, base_bytes = results[0]
     for r, data in results[1:]:
@@ -230,11 +234,47 @@ def test_filter_order_policies_give_identical_results(policy: str) -> None:
     proc, _ = _process(events=30_000, step=500)
     base, _ = _process(events=30_000, step=500)
     r = proc.run(threads=2, filter_order=policy)
-    b = base.run(threads=1)
+    b = base.run(threads=1, filter_order="fixed")
     for name in ("dimuon", "multijet"):
         assert r.cutflow[name].passed == b.cutflow[name].passed
     for name, h in b.histograms.items():
         np.testing.assert_array_equal(r.histograms[name].values(), h.values())
+
+
+def test_adaptive_order_is_the_default_and_the_result_says_why() -> None:
+    # A bad written order: a costly, loose cut first, a cheap tight one last.
+    def build() -> ef.Process:
+        proc = ef.Process("order")
+        proc.source = ef.source.synthetic(60_000, step_size=1_000, seed=3)
+
+        @proc.filter(consumes=["MET_pt"])
+        def slow_loose(ev):
+            time.sleep(2e-3)
+            return ev.MET_pt < 150
+
+        @proc.filter(consumes=["nJet"])
+        def fast_tight(ev):
+            return ev.nJet >= 5
+
+        proc.path("sel", [slow_loose, fast_tight], reorderable=True)
+        proc.path("plain", [fast_tight])
+        return proc
+
+    r = build().run(threads=2)
+    sel = r.cutflow["sel"]
+    assert sel.policy == "adaptive"
+    assert sel.order == ["fast_tight", "slow_loose"], sel.why
+    assert sel.why.startswith("adaptive: chosen after") and "expected" in sel.why
+    assert r.cutflow["plain"].policy == "written"
+    assert "adaptive order" in r.cutflow.table()
+    f = build().run(threads=2, filter_order="fixed")
+    assert f.cutflow["sel"].policy == "fixed"
+    assert f.cutflow["sel"].order == ["slow_loose", "fast_tight"]
+    assert "written order" in f.cutflow["sel"].why
+    assert f.cutflow["sel"].passed == sel.passed
+    assert f.cutflow.to_dict()["sel"]["policy"] == "fixed"
+    with pytest.raises(ef.ConfigurationError, match="filter_order must be"):
+        build().run(filter_order="random")  # type: ignore[arg-type]
 
 
 def test_producer_for_selected_histograms_runs_after_the_cuts() -> None:

@@ -1,10 +1,11 @@
 //! The per-batch state shared by the Python modules of one engine event, and
 //! the job-wide state (cut-flow records, errors, cancellation) they report to.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use evflow_core::ModuleError;
+use evflow_core::ordering::OrderingPlanner;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
@@ -52,6 +53,12 @@ pub(crate) struct Shared {
     pub first_error: Mutex<Option<PyErr>>,
     pub events_done: AtomicU64,
     pub batches_done: AtomicU64,
+    /// The adaptive planner of the job, once the engine built it: batches it
+    /// samples on a path get per-event decisions of a subsample.
+    pub planner: Arc<OnceLock<Arc<OrderingPlanner>>>,
+    /// Python helper: `probe(n) -> index_array`, the subsample of a batch
+    /// of `n` events whose per-event decisions are measured.
+    pub probe: Option<Py<PyAny>>,
 }
 
 impl Shared {
@@ -62,8 +69,11 @@ impl Shared {
         weight_sum: Py<PyAny>,
         skip_failed: bool,
         on_batch_failed: Option<Py<PyAny>>,
+        probe: Option<Py<PyAny>>,
     ) -> Self {
         Self {
+            planner: Arc::new(OnceLock::new()),
+            probe,
             n_paths,
             union,
             intersect,
@@ -171,6 +181,20 @@ pub(crate) struct Batch {
     pub label: String,
     paths: Mutex<Vec<PathSel>>,
     shared: std::sync::Arc<Shared>,
+    /// Set when the planner samples the batch on some path.
+    probe: Option<Probe>,
+}
+
+/// The subsample of a sampled batch on which every filter of the sampled
+/// paths also decides, event by event: the planner's per-event joint pass
+/// vectors (a bounded cost: `probe(n)` events, whatever the batch size).
+struct Probe {
+    /// Per path: whether the planner samples the batch on it.
+    sampled: Vec<bool>,
+    /// The index array of the subsample (made on first use, with the GIL).
+    events: OnceLock<Py<PyAny>>,
+    /// Per path, per subsample event: (decided, passed) bits by step.
+    bits: Mutex<Vec<Vec<(u64, u64)>>>,
 }
 
 impl Batch {
@@ -190,7 +214,21 @@ impl Batch {
                 steps_done: 0,
             })
             .collect();
+        let probe = match (shared.planner.get(), &shared.probe) {
+            (Some(planner), Some(_)) if len > 0 => {
+                let sampled: Vec<bool> = (0..shared.n_paths)
+                    .map(|p| planner.is_sampled(p, index))
+                    .collect();
+                sampled.iter().any(|&s| s).then(|| Probe {
+                    bits: Mutex::new(vec![Vec::new(); sampled.len()]),
+                    sampled,
+                    events: OnceLock::new(),
+                })
+            }
+            _ => None,
+        };
         Self {
+            probe,
             index,
             len,
             data,
@@ -289,18 +327,77 @@ impl Batch {
     }
 
     /// The events a producer computes on: every event that some path may
-    /// still need, or all of them when an analyzer reading every event
-    /// consumes the product (`needs_all`).
+    /// still need (and the subsample of a sampled batch), or all of them
+    /// when an analyzer reading every event consumes the product
+    /// (`needs_all`).
     pub fn live(&self, py: Python<'_>, needs_all: bool) -> PyResult<Option<Py<PyAny>>> {
         if needs_all || self.shared.n_paths == 0 {
             return Ok(None);
         }
-        self.union(py, None)
+        let live = self.union(py, None)?;
+        match (live, self.probe_events(py, None)?) {
+            (Some(live), Some(probe)) => {
+                let list = PyList::new(py, [live, probe])?;
+                Ok(Some(self.shared.union.bind(py).call1((list,))?.unbind()))
+            }
+            (live, _) => Ok(live),
+        }
+    }
+
+    /// The subsample whose events every filter of path `path` (any sampled
+    /// path when `None`) decides on, when the planner samples the batch
+    /// there.
+    pub fn probe_events(&self, py: Python<'_>, path: Option<usize>) -> PyResult<Option<Py<PyAny>>> {
+        let (Some(probe), Some(make)) = (&self.probe, &self.shared.probe) else {
+            return Ok(None);
+        };
+        if let Some(p) = path
+            && !probe.sampled.get(p).copied().unwrap_or(false)
+        {
+            return Ok(None);
+        }
+        if let Some(events) = probe.events.get() {
+            return Ok(Some(events.clone_ref(py)));
+        }
+        let events = make.bind(py).call1((self.len,))?.unbind();
+        Ok(Some(probe.events.get_or_init(|| events).clone_ref(py)))
+    }
+
+    /// Records the decisions of step `step` of path `path` on the
+    /// subsample: `known[e]` when its inputs covered event `e`.
+    pub fn record_probe(&self, path: usize, step: usize, known: &[bool], passed: &[bool]) {
+        let Some(probe) = &self.probe else { return };
+        if step >= 64 {
+            return;
+        }
+        let mut bits = probe.bits.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(rows) = bits.get_mut(path) else {
+            return;
+        };
+        if rows.len() < known.len() {
+            rows.resize(known.len(), (0, 0));
+        }
+        for (e, (&k, &p)) in known.iter().zip(passed).enumerate() {
+            if k {
+                rows[e].0 |= 1 << step;
+                if p {
+                    rows[e].1 |= 1 << step;
+                }
+            }
+        }
     }
 }
 
 impl Drop for Batch {
     fn drop(&mut self) {
+        if let (Some(probe), Some(planner)) = (&self.probe, self.shared.planner.get()) {
+            let bits = probe.bits.lock().unwrap_or_else(|p| p.into_inner());
+            for (p, rows) in bits.iter().enumerate() {
+                if probe.sampled[p] && !rows.is_empty() {
+                    planner.observe_event_samples(p, rows);
+                }
+            }
+        }
         let finals = self.lock().iter().map(|s| (s.n, s.w)).collect();
         self.shared
             .finals

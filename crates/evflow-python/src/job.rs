@@ -17,7 +17,9 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::batch::Shared;
 use crate::modules::{PyCall, PyEndModule, PyFilter, PyProducer};
-use evflow_core::ordering::{OrderingOptions, Policy};
+use evflow_core::ordering::{OrderingOptions, OrderingPlanner, Policy};
+use evflow_core::schedule::Planner;
+use evflow_core::{Graph, PlannerFactory};
 
 /// Name of the end path holding the Python analyzers and outputs.
 const END_PATH: &str = "evflow.end";
@@ -178,7 +180,7 @@ impl Job {
     /// `cause`, `interrupted` (a KeyboardInterrupt stopped reading: the
     /// batches read were finished), `aborted` (a second one cancelled them),
     /// `records`, `batches` and `failed`.
-    #[pyo3(signature = (union, intersect, weight_sum, threads=1, events_in_flight=2, sequential=false, skip_failed=false, progress=None, interval_s=0.2, on_batch_failed=None, trace=false, filter_order=None))]
+    #[pyo3(signature = (union, intersect, weight_sum, threads=1, events_in_flight=2, sequential=false, skip_failed=false, progress=None, interval_s=0.2, on_batch_failed=None, trace=false, filter_order=None, probe=None))]
     #[allow(clippy::too_many_arguments)]
     fn run<'py>(
         &mut self,
@@ -195,14 +197,11 @@ impl Job {
         on_batch_failed: Option<Py<PyAny>>,
         trace: bool,
         filter_order: Option<String>,
+        probe: Option<Py<PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let planner = match filter_order {
-            None => None,
-            Some(name) => {
-                let policy: Policy = name.parse().map_err(PyValueError::new_err)?;
-                Some(OrderingOptions::new(policy).factory())
-            }
-        };
+        let policy: Option<Policy> = filter_order
+            .map(|name| name.parse().map_err(PyValueError::new_err))
+            .transpose()?;
         let Some(source_spec) = self.source.take() else {
             return Err(PyValueError::new_err("the process has no source"));
         };
@@ -213,7 +212,20 @@ impl Job {
             weight_sum,
             skip_failed,
             on_batch_failed,
+            probe,
         ));
+        // The planner is kept where the batches find it: they ask it which
+        // of them it samples, and report per-event decisions to it.
+        let planner: Option<PlannerFactory> = policy.map(|policy| {
+            let options = OrderingOptions::new(policy);
+            let slot = shared.planner.clone();
+            let factory: PlannerFactory = Arc::new(move |graph: &Graph| {
+                let planner = Arc::new(OrderingPlanner::new(graph, &options));
+                let _ = slot.set(planner.clone());
+                planner as Arc<dyn Planner>
+            });
+            factory
+        });
         let source: Box<dyn Source> = match source_spec {
             SourceSpec::Python {
                 reader,

@@ -148,6 +148,16 @@ impl Filter for PyFilter {
             batch.narrow(py, self.path, sel.as_ref(), new_sel, passed, w_passed)?;
             // The planner orders cuts by events, not batches.
             ev.set_filter_counts(seen, passed);
+            // A sampled batch: the decisions on the subsample of the events
+            // entering the path, for the planner's per-event joint statistics.
+            if let Some(events) = batch.probe_events(py, Some(self.path))? {
+                let inputs = self.call.inputs(py, ev)?;
+                let probe = self.call.runner.bind(py).getattr("probe")?;
+                let (known, ok): (Vec<bool>, Vec<bool>) = probe
+                    .call1((batch.data.bind(py), events, inputs))?
+                    .extract()?;
+                batch.record_probe(self.path, self.step, &known, &ok);
+            }
             self.call.shared.record(CutRecord {
                 batch: batch.index,
                 path: self.path as u32,

@@ -208,7 +208,7 @@ def run(
     progress: bool | Callable[[int, int], None] = False,
     executor: str = "threaded",
     on_error: str = "fail",
-    filter_order: str | None = None,
+    filter_order: str = "adaptive",
     chunk_size: int | None = None,
     skip_bad_files: bool = False,
     factory: Callable[[], Process] | None = None,
@@ -422,6 +422,8 @@ def run(
         merger.finals,
         merger.failed,
         proc.weight is not None,
+        filter_order,
+        report.get("orderings", []),
     )
     histograms = {n: (h if h is not None else templates[n].copy()) for n, h in merger.totals.items()}
     return Result(

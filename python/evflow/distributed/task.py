@@ -121,7 +121,7 @@ def run_chunk(
             executor=options.get("executor", "threaded"),
             on_error=options.get("on_error", "fail"),
             trace=False,
-            filter_order=options.get("filter_order"),
+            filter_order=options.get("filter_order") or "adaptive",
             raw=True,
         )
     except EvflowError as e:

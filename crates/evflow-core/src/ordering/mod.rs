@@ -38,12 +38,14 @@
 //! assert_eq!(report.orderings.last().unwrap().order, ["fast", "slow"]);
 //! ```
 
+mod costs;
 pub mod model;
 mod planner;
 mod policy;
 
 use std::sync::Arc;
 
+pub use costs::{CostEstimate, robust_cost};
 pub use planner::OrderingPlanner;
 pub use policy::{OrderingOptions, Policy, Tuning};
 

@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use super::OrderingPlanner;
+use super::robust::*;
 use super::state::*;
 use super::stats::*;
 use crate::ordering::model;
@@ -55,58 +56,6 @@ impl OrderingPlanner {
         };
         d.next_check.store(next.max(n_obs + 1), Relaxed);
         self.decide_ns.fetch_add(spent, Relaxed);
-    }
-
-    /// Updates the per-step cost estimates from the cumulative counters.
-    pub(super) fn update_costs(&self, d: &Dyn, st: &mut State) {
-        let n = d.steps.len();
-        let mut known = Vec::new();
-        for i in 0..n {
-            let mut total = 0.0;
-            let mut own_known = false;
-            for (k, &m) in d.attributed[i].iter().enumerate() {
-                let acc = &mut st.cost_acc[i][k];
-                let ns = self.cost.get(2 * m);
-                let calls = self.cost.get(2 * m + 1);
-                let (dn, dc) = (ns - acc.seen_ns, calls - acc.seen_calls);
-                acc.seen_ns = ns;
-                acc.seen_calls = calls;
-                // Halve the weight of older measurements only once there
-                // are enough, so that rarely reached steps are not estimated
-                // from a handful of executions.
-                if acc.calls + dc as f64 > 64.0 {
-                    acc.ns *= 0.5;
-                    acc.calls *= 0.5;
-                }
-                acc.ns += dn as f64;
-                acc.calls += dc as f64;
-                if acc.calls > 0.0 {
-                    let mean_ns = acc.ns / acc.calls;
-                    self.cost_cap_ns[m].store((3.0 * mean_ns).max(1000.0) as u64, Relaxed);
-                    total += mean_ns * 1e-9;
-                    if k == 0 {
-                        own_known = true;
-                    }
-                }
-            }
-            st.costs[i] = if own_known { total } else { f64::NAN };
-            st.cost_known[i] = own_known;
-            if own_known {
-                known.push(total);
-            }
-        }
-        // Steps never timed yet: the mean of the others.
-        let fallback = if known.is_empty() {
-            1e-6
-        } else {
-            known.iter().sum::<f64>() / known.len() as f64
-        };
-        for c in &mut st.costs {
-            if !c.is_finite() {
-                *c = fallback;
-            }
-            *c = c.max(1e-9);
-        }
     }
 
     /// The estimate of the joint pass distribution: the sampled decision
@@ -185,8 +134,14 @@ impl OrderingPlanner {
             }
         }
         let q: Vec<f64> = pass.iter().zip(&reach).map(|(p, r)| p / r).collect();
+        let pairs = PairCounts::new(n, samples);
+        let mut qs = q.clone();
         for (s, &w) in samples.iter().zip(&weights) {
             let unknown = full & !s.known;
+            if unknown != 0 {
+                pairs.conditional(s, unknown, &q, &mut qs);
+            }
+            let q = &qs;
             if unknown == 0 {
                 list.push((s.pass, w));
             } else if unknown.count_ones() <= MAX_IMPUTED_BITS {
@@ -266,24 +221,35 @@ impl OrderingPlanner {
             let seq =
                 |o: &[usize]| pm.cost(&st.costs, &o.iter().map(|&j| vec![j]).collect::<Vec<_>>());
             let (cur_seq, new_seq) = (seq(&cur_order), seq(&order));
-            // Hysteresis: at least `min_gain`, and more while few samples
-            // make the estimate noisy (about 1/√samples relative error).
-            let min_gain = t.min_gain.max(NOISE_GAIN / (samples.len() as f64).sqrt());
-            if groups != cur.groups && (new_seq < cur_seq * (1.0 - min_gain) || order == cur_order)
-            {
+            // Switch only when the expected gain exceeds the switching cost
+            // (`min_gain`) plus its uncertainty: that of the step costs
+            // (`SWITCH_Z` standard errors of the difference of the two
+            // orders' costs) combined with that of the pass table (about
+            // 1/√samples relative).
+            let gain = cur_seq - new_seq;
+            let sigma_costs = gap_sigma(&pm, &st.cost_se, &cur_order, &order);
+            let sigma_pass = NOISE_GAIN / (samples.len() as f64).sqrt() * cur_seq;
+            let needed = t.min_gain * cur_seq + (SWITCH_Z * sigma_costs).hypot(sigma_pass);
+            if groups != cur.groups && (gain > needed || order == cur_order) {
+                let note = [st.drift_note.take(), st.cost_note.take()]
+                    .into_iter()
+                    .flatten()
+                    .map(|n| format!("{n}; "))
+                    .collect::<String>();
                 let reason = format!(
-                    "{}{method}, {} samples post-stratified on {} events: expected {} per event (previous order {})",
-                    st.drift_note
-                        .take()
-                        .map(|n| format!("{n}; "))
-                        .unwrap_or_default(),
+                    "{note}{method}, {} samples post-stratified on {} events: expected {} per event (previous order {}; gain {} against {} needed: switching cost {}, uncertainty {} of the costs, {} of the pass rates)",
                     samples.len(),
                     epochs
                         .iter()
                         .map(|e| e.stops.iter().sum::<u64>())
                         .sum::<u64>(),
                     micros(new_cost),
-                    micros(cur_cost)
+                    micros(cur_cost),
+                    micros(gain),
+                    micros(needed),
+                    micros(t.min_gain * cur_seq),
+                    micros(SWITCH_Z * sigma_costs),
+                    micros(sigma_pass)
                 );
                 let current = make_current(&d.steps, groups, &st.rates);
                 in_force = self.install(d, current, n_obs, reason);
@@ -308,6 +274,7 @@ impl OrderingPlanner {
                 changed = true;
             }
         }
+        st.cost_note = None;
         st.expected_s = cost;
         st.learning = was_learning && !learning_done;
         self.set_rates(d, st, &in_force, Some(&pm));

@@ -24,6 +24,7 @@ impl OrderingPlanner {
     /// what came before; on a significant difference, forgets the samples
     /// and learns again.
     pub(super) fn drift_check(&self, d: &Dyn, st: &mut State, n_obs: u64) {
+        self.cost_shift_check(d, st, n_obs);
         let n = d.steps.len();
         let counts = d.stops.snapshot(n + 1);
         let ds = &mut st.drift;

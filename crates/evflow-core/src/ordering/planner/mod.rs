@@ -30,6 +30,7 @@ mod adaptive;
 mod drift;
 mod hepframe;
 mod report;
+mod robust;
 mod state;
 mod stats;
 
@@ -39,6 +40,7 @@ use std::time::Instant;
 
 use self::state::*;
 use self::stats::*;
+use super::costs::Ring;
 use super::model::Ideals;
 use super::policy::{OrderingOptions, Policy, Tuning};
 use crate::graph::{Graph, ModuleIdx, PathIdx};
@@ -49,16 +51,12 @@ use crate::schedule::{OrderChange, PathOutcome, PathPlan, Planner};
 /// [`ordering`](super).
 pub struct OrderingPlanner {
     paths: Vec<Slot>,
-    /// Per module, per stripe: recorded running time (ns, at `2m`) and
-    /// executions (at `2m + 1`, the same cache line).
-    cost: Striped,
+    /// Per timed module: its most recent recorded running times, from which
+    /// decisions take robust estimates (see [`costs`](super::costs)).
+    rings: Vec<Option<Ring>>,
     /// Per module (read-mostly): whether its running time is wanted
-    /// (`COST_NONE`, `COST_EVERY` execution, or one in `COST_STRIDE`); the
-    /// cap on recorded times (ns; 0: none yet), three times the current
-    /// estimate, so that a thread descheduled during a step does not
-    /// distort its cost.
+    /// (`COST_NONE`, `COST_EVERY` execution, or one in `COST_STRIDE`).
     cost_mode: Vec<AtomicU8>,
-    cost_cap_ns: Vec<AtomicU64>,
     labels: Vec<String>,
     /// Measured time spent in the planner itself (ns): the hot paths
     /// extrapolated from one call in 256 with the clock's own cost
@@ -143,6 +141,8 @@ impl OrderingPlanner {
                     observed: AtomicU64::new(0),
                     next_check: AtomicU64::new(first_decision(policy, tuning)),
                     stops: Striped::new(n + 1),
+                    batch_seen: (0..n).map(|_| AtomicU64::new(0)).collect(),
+                    batch_runs: (0..n).map(|_| AtomicU64::new(0)).collect(),
                     reached: (0..n).map(|_| AtomicU64::new(0)).collect(),
                     passed: (0..n).map(|_| AtomicU64::new(0)).collect(),
                     samples: Mutex::new(Samples {
@@ -158,11 +158,10 @@ impl OrderingPlanner {
                         decisions: 0,
                         learning: true,
                         phase_start: 0,
-                        cost_acc: attributed
-                            .iter()
-                            .map(|l| vec![CostAcc::default(); l.len()])
-                            .collect(),
                         costs: vec![0.0; n],
+                        cost_se: vec![0.0; n],
+                        decided_costs: vec![f64::NAN; n],
+                        rejected: vec![0; n],
                         cost_known: vec![false; n],
                         rates: first_rates,
                         heavy: vec![true; n],
@@ -171,6 +170,7 @@ impl OrderingPlanner {
                         hep_passed: vec![0.0; n],
                         expected_s: 0.0,
                         drift_note: None,
+                        cost_note: None,
                         drift: DriftState::default(),
                         stable: 0,
                         archive: Vec::new(),
@@ -181,12 +181,11 @@ impl OrderingPlanner {
             .collect();
         Self {
             paths,
-            cost: Striped::new(2 * n_modules),
+            rings: wants.iter().map(|&w| w.then(Ring::new)).collect(),
             cost_mode: wants
                 .iter()
                 .map(|&w| AtomicU8::new(if w { COST_EVERY } else { COST_NONE }))
                 .collect(),
-            cost_cap_ns: (0..n_modules).map(|_| AtomicU64::new(0)).collect(),
             labels: graph.modules.iter().map(|m| m.label.clone()).collect(),
             hot_ns: AtomicI64::new(0),
             decide_ns: AtomicI64::new(0),
@@ -203,6 +202,46 @@ impl OrderingPlanner {
             self.hot_ns.load(Relaxed).max(0) as f64 * 1e-9,
             self.decide_ns.load(Relaxed).max(0) as f64 * 1e-9,
         )
+    }
+
+    /// Whether the event `event_index` is sampled on `path` (its plan
+    /// measures the steps after a rejection): a module that processes
+    /// batches then reports per-event decisions of a subsample of the
+    /// batch's events ([`observe_event_samples`](Self::observe_event_samples)).
+    pub fn is_sampled(&self, path: PathIdx, event_index: u64) -> bool {
+        match &self.paths[path] {
+            Slot::Static(_) => false,
+            Slot::Dynamic(d) => {
+                d.policy == Policy::Adaptive && self.plan(path, event_index).evaluate_all
+            }
+        }
+    }
+
+    /// Per-event decision vectors of `path`'s steps on events of a batch
+    /// (the events entering the path, a subsample of them): `(known,
+    /// passed)` bit masks by step position in the written order (bit `j`:
+    /// `path.steps[j]`). They join the samples from which the joint pass
+    /// distribution is estimated (post-stratified on the exact stop
+    /// counts), so that correlations between cuts are seen event by event.
+    pub fn observe_event_samples(&self, path: PathIdx, samples: &[(u64, u64)]) {
+        let Slot::Dynamic(d) = &self.paths[path] else {
+            return;
+        };
+        let full = if d.steps.len() == 64 {
+            u64::MAX
+        } else {
+            (1u64 << d.steps.len()) - 1
+        };
+        let mut s = lock(&d.samples);
+        for &(known, pass) in samples {
+            let known = known & full;
+            if known != 0 {
+                s.push(Sample {
+                    known,
+                    pass: pass & known,
+                });
+            }
+        }
     }
 
     /// The order (module labels, in execution order) now in use on `path`.
@@ -287,7 +326,7 @@ impl Planner for OrderingPlanner {
         if !batch && consistent && (stop < n || outcome.steps.len() == n) {
             d.stops.add(stop, 1);
         }
-        if outcome.sampled {
+        if outcome.sampled && !batch {
             let (mut known, mut pass, mut extra) = (0u64, 0u64, 0u64);
             let mut rejected = false;
             for &(m, p) in &outcome.steps {
@@ -326,15 +365,13 @@ impl Planner for OrderingPlanner {
             COST_EVERY => 1,
             _ => COST_STRIDE,
         };
-        if weight > 0 {
-            let mut ns = (seconds * 1e9) as u64;
-            let cap = self.cost_cap_ns[module].load(Relaxed);
-            if cap > 0 {
-                ns = ns.min(cap);
-            }
-            self.cost.add(2 * module, ns * weight);
-            self.cost.add(2 * module + 1, weight);
-            if weight == 1 && self.cost.get(2 * module + 1) >= COST_EARLY_CALLS {
+        if weight > 0
+            && let Some(ring) = &self.rings[module]
+        {
+            // Every recorded execution stands for as many: the ring holds a
+            // uniform sample of the executions, early or strided.
+            ring.push((seconds * 1e9) as u64);
+            if weight == 1 && ring.pushed() >= COST_EARLY_CALLS {
                 self.cost_mode[module].store(COST_STRIDED, Relaxed);
             }
         }
@@ -373,9 +410,11 @@ impl Planner for OrderingPlanner {
 
 /// A batch of events (a columnar analysis) whose steps narrowed it in the
 /// order in force: the events each step saw and rejected are stop counts of
-/// that order, and HEP-Frame's reached and passed counts. (A sampled batch
-/// still adds its batch-level pass vector to the samples: a step "passes" a
-/// batch when some event survives it.)
+/// that order, and HEP-Frame's reached and passed counts. A batch adds no
+/// batch-level pass vector to the samples (a step "passes" a batch when
+/// some event survives it, which says nothing of correlations between
+/// events' decisions): per-event vectors of a subsample of its events come
+/// through [`OrderingPlanner::observe_event_samples`].
 fn record_batch(d: &Dyn, outcome: &PathOutcome) {
     let n = d.steps.len();
     let consistent = outcome
@@ -385,8 +424,10 @@ fn record_batch(d: &Dyn, outcome: &PathOutcome) {
         .all(|(k, &(m, _))| d.order_now.get(k).map(|o| o.load(Relaxed)) == Some(d.pos_of[m]));
     for (k, &(m, _)) in outcome.steps.iter().enumerate() {
         let (seen, passed) = outcome.step_counts(k);
+        let i = d.pos_of[m] as usize;
+        d.batch_seen[i].fetch_add(seen, Relaxed);
+        d.batch_runs[i].fetch_add(1, Relaxed);
         if d.policy == Policy::HepFrame {
-            let i = d.pos_of[m] as usize;
             d.reached[i].fetch_add(seen, Relaxed);
             d.passed[i].fetch_add(passed, Relaxed);
         }

@@ -70,7 +70,7 @@ impl OrderingPlanner {
             at_event: observed,
             order: cur.plan.order().map(|m| self.labels[m].clone()).collect(),
             reason: format!(
-                "in use at the end ({} policy): {} decisions, {} sampled events ({:.2}%), {}; cost per step: {}; sampling after a rejection: {}; steps run by sampled events beyond the plan after the first 2% of the events: [{}]; planner time {:.3} ms (statistics {:.3} ms, decisions {:.3} ms)",
+                "in use at the end ({} policy): {} decisions, {} sampled events ({:.2}%), {}; cost per step: {} ({} timings rejected as descheduled); sampling after a rejection: {}; steps run by sampled events beyond the plan after the first 2% of the events: [{}]; planner time {:.3} ms (statistics {:.3} ms, decisions {:.3} ms)",
                 d.policy,
                 st.decisions,
                 sampled,
@@ -81,6 +81,7 @@ impl OrderingPlanner {
                     "weights from pass rates on the events reaching each step".to_string()
                 },
                 flow.join(", "),
+                st.rejected.iter().sum::<u64>(),
                 rates.join(", "),
                 extra_list.join(", "),
                 (hot + decide) * 1e3,

@@ -61,6 +61,10 @@ pub(super) struct Dyn {
     /// Events since the order was installed, by the position (in that
     /// order) of the step that rejected them; index `n`: accepted.
     pub(super) stops: Striped,
+    /// Per position, for steps that process batches of events: the events
+    /// they saw and their executions (costs are then per event seen).
+    pub(super) batch_seen: Vec<AtomicU64>,
+    pub(super) batch_runs: Vec<AtomicU64>,
     /// `hepframe`: per position, events that ran the step and that passed.
     pub(super) reached: Vec<AtomicU64>,
     pub(super) passed: Vec<AtomicU64>,
@@ -141,10 +145,15 @@ pub(super) struct State {
     pub(super) learning: bool,
     /// Events observed when the learning phase began.
     pub(super) phase_start: u64,
-    /// Per position and attributed module: decayed (ns, executions) and the
-    /// cumulative totals seen last time.
-    pub(super) cost_acc: Vec<Vec<CostAcc>>,
+    /// Per position: the estimated cost (robust, shrunk while measured on
+    /// few executions) and its standard error.
     pub(super) costs: Vec<f64>,
+    pub(super) cost_se: Vec<f64>,
+    /// Per position: the robust cost at the last decision (to notice a
+    /// genuine change between decisions), and the measurements rejected as
+    /// descheduled so far.
+    pub(super) decided_costs: Vec<f64>,
+    pub(super) rejected: Vec<u64>,
     /// Per position: whether the step's cost was measured yet.
     pub(super) cost_known: Vec<bool>,
     /// Per position: the sampling rate after a rejection in force, whether
@@ -158,6 +167,8 @@ pub(super) struct State {
     pub(super) hep_passed: Vec<f64>,
     pub(super) expected_s: f64,
     pub(super) drift_note: Option<String>,
+    /// Why a decision was brought forward by a change of a step's cost.
+    pub(super) cost_note: Option<String>,
     pub(super) drift: DriftState,
     /// Decisions in a row that kept the order (after learning).
     pub(super) stable: u32,

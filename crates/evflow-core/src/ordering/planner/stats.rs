@@ -151,14 +151,6 @@ pub(super) struct DriftState {
     pub(super) recent: VecDeque<Vec<u64>>,
 }
 
-#[derive(Clone, Copy, Default)]
-pub(super) struct CostAcc {
-    pub(super) ns: f64,
-    pub(super) calls: f64,
-    pub(super) seen_ns: u64,
-    pub(super) seen_calls: u64,
-}
-
 thread_local! {
     static RNG: Cell<u64> = const { Cell::new(0x2545_f491_4f6c_dd1d) };
 }

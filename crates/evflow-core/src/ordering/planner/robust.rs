@@ -1,0 +1,213 @@
+//! Robust decisions of `adaptive`: step costs from the rings of recent
+//! timings (robust, shrunk while few; per event seen for batch steps), the
+//! uncertainty of the gain of a change of order, changes of cost between
+//! decisions, and the imputation of undecided steps from the samples that
+//! measured them after the same rejection.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use super::OrderingPlanner;
+use super::state::*;
+use super::stats::*;
+use crate::ordering::costs;
+
+/// Standard errors of the cost difference between two orders that their
+/// expected gain must exceed (on top of the switching cost) for a switch.
+pub(super) const SWITCH_Z: f64 = 2.0;
+/// A step's robust cost that moved by this fraction (and by
+/// `COST_SHIFT_Z` standard errors) since the last decision brings the next
+/// decision forward.
+const COST_SHIFT: f64 = 0.5;
+const COST_SHIFT_Z: f64 = 4.0;
+/// Recent measurements per module (and thread stripe) compared with the
+/// last decision's cost.
+const COST_RECENT: usize = 32;
+
+impl OrderingPlanner {
+    /// The robust cost of each step (its own running time plus that of the
+    /// producers only it needs) from the recent measurements, and the
+    /// measurements rejected as descheduled.
+    pub(super) fn measure_costs(&self, d: &Dyn) -> (Vec<costs::Measured>, Vec<u64>) {
+        let mut buf = Vec::with_capacity(costs::RING);
+        let mut rejected = vec![0u64; d.steps.len()];
+        let est = d
+            .attributed
+            .iter()
+            .zip(&mut rejected)
+            .map(|(list, rej)| {
+                let (mut mean, mut var, mut own) = (0.0, 0.0, None);
+                for (k, &m) in list.iter().enumerate() {
+                    let Some(ring) = &self.rings[m] else { continue };
+                    ring.snapshot(&mut buf);
+                    if let Some(e) = costs::robust_cost(&mut buf) {
+                        mean += e.mean_s;
+                        var += e.se_s * e.se_s;
+                        *rej += e.rejected as u64;
+                        if k == 0 {
+                            own = Some(e.kept);
+                        }
+                    }
+                }
+                own.map(|n| (mean, var.sqrt(), n))
+            })
+            .collect();
+        (est, rejected)
+    }
+
+    /// Updates the per-step cost estimates (robust, shrunk towards the
+    /// other steps while measured on few executions).
+    pub(super) fn update_costs(&self, d: &Dyn, st: &mut State) {
+        let (mut est, rejected) = self.measure_costs(d);
+        // A step run on batches: its cost per event seen (the running time
+        // of a columnar cut grows with the events it sees), so that costs
+        // and pass rates are in the same unit whatever the order.
+        for (i, e) in est.iter_mut().enumerate() {
+            let seen = d.batch_seen[i].load(Relaxed);
+            let runs = d.batch_runs[i].load(Relaxed);
+            if let Some((mean, se, _)) = e
+                && seen > 0
+            {
+                let per = runs as f64 / seen as f64;
+                *mean *= per;
+                *se *= per;
+            }
+        }
+        for (i, (c, se)) in costs::shrink(&est).into_iter().enumerate() {
+            st.cost_known[i] = est[i].is_some();
+            st.costs[i] = c;
+            st.cost_se[i] = se;
+            st.decided_costs[i] = est[i].map_or(f64::NAN, |e| e.0);
+        }
+        st.rejected = rejected;
+    }
+
+    /// Brings the next decision forward when a step's recent running
+    /// times (the last `COST_RECENT` measurements of each of its modules,
+    /// robust) moved clearly from the cost of the last decision (by
+    /// `COST_SHIFT` of it and `COST_SHIFT_Z` standard errors): a genuine
+    /// change, not noise, which the robust estimate rejects or averages.
+    /// The older measurements of the step are then forgotten.
+    pub(super) fn cost_shift_check(&self, d: &Dyn, st: &mut State, n_obs: u64) {
+        let mut buf = Vec::with_capacity(COST_RECENT);
+        for (i, list) in d.attributed.iter().enumerate() {
+            let before = st.decided_costs[i];
+            if !before.is_finite() || d.batch_runs[i].load(Relaxed) > 0 {
+                continue;
+            }
+            let (mut now, mut var, mut kept) = (0.0, 0.0, usize::MAX);
+            for (k, &m) in list.iter().enumerate() {
+                let Some(ring) = &self.rings[m] else { continue };
+                ring.recent(COST_RECENT, &mut buf);
+                if let Some(e) = costs::robust_cost(&mut buf) {
+                    now += e.mean_s;
+                    var += e.se_s * e.se_s;
+                    if k == 0 {
+                        kept = e.kept;
+                    }
+                }
+            }
+            if kept < COST_RECENT / 2
+                || (now - before).abs() <= (COST_SHIFT * before).max(COST_SHIFT_Z * var.sqrt())
+            {
+                continue;
+            }
+            for &m in list {
+                if let Some(ring) = &self.rings[m] {
+                    ring.keep_recent(COST_RECENT);
+                }
+            }
+            st.cost_note = Some(format!(
+                "running time of '{}' changed from {} to {} at event {n_obs}",
+                self.labels[d.steps[i]],
+                micros(before),
+                micros(now)
+            ));
+            st.decided_costs[i] = now;
+            st.next_decision = st.next_decision.min(n_obs);
+            st.interval = self.tuning.min_interval.max(1);
+        }
+    }
+}
+
+/// Standard error of the difference of the expected costs of two orders
+/// due to the step costs' uncertainty: the difference is
+/// `Σ_j c_j (reach_a(j) − reach_b(j))`, with `reach(j)` the probability
+/// that an event reaches step `j` along the order.
+pub(super) fn gap_sigma(pm: &PassModel, se: &[f64], a: &[usize], b: &[usize]) -> f64 {
+    let reach = |order: &[usize]| {
+        let mut r = vec![0.0; se.len()];
+        let mut passed = 0u64;
+        for &j in order {
+            r[j] = pm.pass(passed);
+            passed |= 1 << j;
+        }
+        r
+    };
+    let (ra, rb) = (reach(a), reach(b));
+    se.iter()
+        .zip(ra.iter().zip(&rb))
+        .map(|(s, (x, y))| (s * (x - y)).powi(2))
+        .sum::<f64>()
+        .sqrt()
+}
+
+/// Per pair of steps `(k, j)`: the samples in which `k` rejected the event
+/// and `j` was measured too, and those in which `j` then passed. An
+/// undecided step of a sample is imputed from the samples that measured it
+/// after the same rejection, so that a step correlated with the one that
+/// rejected the event (a tighter twin) is not taken for independent of it.
+pub(super) struct PairCounts {
+    n: usize,
+    known: Vec<u32>,
+    passed: Vec<u32>,
+}
+
+/// The step's pass rate on the events reaching it weighs as this many
+/// samples in [`PairCounts::conditional`].
+const PAIR_PRIOR: f64 = 2.0;
+
+impl PairCounts {
+    pub(super) fn new(n: usize, samples: &[Sample]) -> Self {
+        let mut known = vec![0u32; n * n];
+        let mut passed = vec![0u32; n * n];
+        let full = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+        if samples.iter().any(|s| s.known & full != full) {
+            for s in samples {
+                let mut failed = s.known & !s.pass;
+                while failed != 0 {
+                    let k = failed.trailing_zeros() as usize;
+                    failed &= failed - 1;
+                    let mut measured = s.known & !(1u64 << k);
+                    while measured != 0 {
+                        let j = measured.trailing_zeros() as usize;
+                        measured &= measured - 1;
+                        known[k * n + j] += 1;
+                        passed[k * n + j] += (s.pass >> j & 1) as u32;
+                    }
+                }
+            }
+        }
+        Self { n, known, passed }
+    }
+
+    /// The pass rate of each `unknown` step of sample `s` given the steps
+    /// that rejected it (`q`: the pass rates on the events reaching each
+    /// step, the prior), into `out`.
+    pub(super) fn conditional(&self, s: &Sample, unknown: u64, q: &[f64], out: &mut [f64]) {
+        let failed = s.known & !s.pass;
+        let mut rest = unknown;
+        while rest != 0 {
+            let j = rest.trailing_zeros() as usize;
+            rest &= rest - 1;
+            let (mut k_n, mut p_n) = (0.0, 0.0);
+            let mut f = failed;
+            while f != 0 {
+                let k = f.trailing_zeros() as usize;
+                f &= f - 1;
+                k_n += self.known[k * self.n + j] as f64;
+                p_n += self.passed[k * self.n + j] as f64;
+            }
+            out[j] = (p_n + PAIR_PRIOR * q[j]) / (k_n + PAIR_PRIOR);
+        }
+    }
+}
