@@ -71,6 +71,7 @@ __all__ = [
     "distributed",
     "errors",
     "output",
+    "remote",
     "source",
 ]
 
@@ -89,7 +90,7 @@ def __getattr__(name: str) -> Any:
         from .result import Result
 
         return Result
-    if name in ("data", "plot", "cli", "cutflow", "result", "distributed"):
+    if name in ("data", "plot", "cli", "cutflow", "result", "distributed", "remote"):
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")

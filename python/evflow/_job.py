@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ._modules import Histogram
     from ._process import Process
     from .output import ParquetOutput
+    from .remote import Offloader
     from .result import Result
 
 
@@ -100,6 +101,7 @@ class _Plan:
         self.ordered: list[Ordered[Any]] = []
         self.hists: dict[str, Any] = {}
         self.outputs: list[ParquetOutput] = []
+        self.offloaders: list[Offloader] = []
         used = set(proc.modules)
 
         for m in proc.modules.values():
@@ -107,6 +109,12 @@ class _Plan:
                 products, names = self._consumes(m.label, m.consumes)
                 runner = rt.producer_runner(m.label, m.fn, names, products, m.produces)
                 self._add("producer", m.label, runner, products, m.produces, m.concurrency, m.resources)
+                if m.remote is not None:
+                    from .remote import Offloader
+
+                    off = Offloader(m.label, m.remote, m.fn, names, products, m.produces)
+                    self.offloaders.append(off)
+                    self.modules[-1]["remote"] = off
             elif isinstance(m, Analyzer):
                 products, names = self._consumes(m.label, m.consumes)
                 runner = rt.analyzer_runner(m.label, m.fn, names, products)
@@ -223,6 +231,7 @@ class _Plan:
                 "path": path,
                 "step": step,
                 "after": self._after(label, after),
+                "remote": None,
             }
         )
 
@@ -380,6 +389,13 @@ def run_process(
         callback = None
 
     outputs = plan.outputs
+    try:
+        for off in plan.offloaders:
+            off.start(threads, k)
+    except BaseException:
+        for off in plan.offloaders:
+            off.close()
+        raise
     for out in outputs:
         out._open()
     cpu0 = _cpu_seconds()
@@ -405,11 +421,15 @@ def run_process(
         if show is not None:
             show.close()
         raise
+    finally:
+        remote = {off.label: off.close() for off in plan.offloaders}
     if show is not None:
         show(len(res["batches"]), sum(b[1] for b in res["batches"]))
         show.close()
     wall = time.perf_counter() - t0
     report = json.loads(res["report"]) if res["report"] else None
+    if report is not None and remote:
+        report["remote"] = remote
 
     if res["aborted"]:
         # A second interrupt cancelled the batches in flight.

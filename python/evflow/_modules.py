@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     import hist as _hist
 
     from ._runtime import Events
+    from .remote import Remote
 
 Concurrency = Literal["shared", "serial", "exclusive"]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -77,9 +78,13 @@ class Module:
 class Producer(Module):
     kind = "producer"
 
-    def __init__(self, *args: Any, produces: Sequence[str], **kw: Any) -> None:
+    def __init__(
+        self, *args: Any, produces: Sequence[str], remote: Remote | None = None, **kw: Any
+    ) -> None:
         super().__init__(*args, **kw)
         self.produces = _names(produces, f"produces of '{self.label}'")
+        #: how the producer may run on a Dask worker (see evflow.remote)
+        self.remote = remote
         if not self.produces:
             raise ConfigurationError(f"producer '{self.label}' declares no product (produces=[...])")
         for p in self.produces:

@@ -26,6 +26,7 @@ from .source import Source
 
 if TYPE_CHECKING:
     from ._runtime import Events
+    from .remote import Remote
     from .result import Result
 
 
@@ -80,6 +81,7 @@ class Process:
         label: str | None = None,
         concurrency: Concurrency = "shared",
         resources: Sequence[str] = (),
+        remote: Remote | None = None,
     ) -> Callable[[F], Producer]: ...
 
     def producer(
@@ -92,13 +94,21 @@ class Process:
         label: str | None = None,
         concurrency: Concurrency = "shared",
         resources: Sequence[str] = (),
+        remote: Remote | None = None,
     ) -> Any:
         """Decorator: ``fn(ev)`` computes new columns for the events of a
         batch. Return the array (one product) or a dict ``{name: array}``,
         one entry per event. Products are computed on demand, only for events
-        still selected by some path."""
+        still selected by some path. ``remote=ef.remote.Remote(...)`` lets
+        batches run on a Dask worker holding resources (see evflow.remote)."""
 
         def wrap(f: F) -> Producer:
+            from .remote import Remote
+
+            if remote is not None and not isinstance(remote, Remote):
+                raise ConfigurationError(
+                    f"producer '{label or f.__name__}': remote= takes an ef.remote.Remote(...), not {remote!r}"
+                )
             p = Producer(
                 f,
                 label or f.__name__,
@@ -106,6 +116,7 @@ class Process:
                 concurrency,
                 resources,
                 produces=produces or [f.__name__],
+                remote=remote,
             )
             self._register(p)
             return p

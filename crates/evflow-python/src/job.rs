@@ -17,6 +17,7 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::batch::Shared;
 use crate::modules::{PyCall, PyEndModule, PyFilter, PyProducer};
+use crate::remote::PyRemoteProducer;
 use evflow_core::ordering::{OrderingOptions, OrderingPlanner, Policy};
 use evflow_core::schedule::Planner;
 use evflow_core::{Graph, PlannerFactory};
@@ -35,6 +36,9 @@ struct ModuleSpec {
     step: usize,
     after: Option<Vec<usize>>,
     needs_all: bool,
+    /// For a producer: the offloader that runs it locally or remotely
+    /// (`evflow.remote`), making it an external-work module.
+    remote: Option<Py<PyAny>>,
 }
 
 enum SourceSpec {
@@ -121,7 +125,10 @@ impl Job {
     /// (`label:instance`) besides the batch itself. A producer with
     /// `needs_all` computes on every event of a batch (some consumer reads
     /// all events), otherwise on the events some path still holds.
-    #[pyo3(signature = (kind, label, runner, consumes, produces, concurrency="shared", resources=Vec::new(), path=0, step=0, after=None, needs_all=true))]
+    /// A producer with a `remote` offloader (`acquire(data, selection,
+    /// inputs, done) -> token`, `produce(token) -> values`) runs as
+    /// external work: no engine thread waits while its request is out.
+    #[pyo3(signature = (kind, label, runner, consumes, produces, concurrency="shared", resources=Vec::new(), path=0, step=0, after=None, needs_all=true, remote=None))]
     #[allow(clippy::too_many_arguments)]
     fn add_module(
         &mut self,
@@ -136,7 +143,13 @@ impl Job {
         step: usize,
         after: Option<Vec<usize>>,
         needs_all: bool,
+        remote: Option<Py<PyAny>>,
     ) -> PyResult<()> {
+        if remote.is_some() && kind != "producer" {
+            return Err(PyValueError::new_err(format!(
+                "module '{label}': only producers can run remotely"
+            )));
+        }
         if !matches!(kind.as_str(), "producer" | "filter" | "analyzer" | "output") {
             return Err(PyValueError::new_err(format!(
                 "unknown module kind {kind:?}"
@@ -154,6 +167,7 @@ impl Job {
             step,
             after,
             needs_all,
+            remote,
         });
         Ok(())
     }
@@ -251,6 +265,17 @@ impl Job {
             };
             let consumes = std::iter::once("source:batch".to_string()).chain(m.consumes);
             let desc = match m.kind.as_str() {
+                "producer" if m.remote.is_some() => ModuleDesc::producer(
+                    m.label.clone(),
+                    PyRemoteProducer::new(
+                        call,
+                        m.produces.clone(),
+                        m.needs_all,
+                        m.remote.expect("checked"),
+                    ),
+                )
+                .produces(m.produces)
+                .external_work(true),
                 "producer" => ModuleDesc::producer(
                     m.label.clone(),
                     PyProducer {

@@ -12,11 +12,14 @@
 //!   Python with the GIL held only for the call.
 //! * [`source`]: the engine source pulling batches from a Python reader.
 //! * [`parquet`]: a native Parquet reader that decodes without the GIL.
+//! * [`remote`]: producers whose work an offloader may send to a Dask
+//!   worker, as the engine's external work.
 
 mod batch;
 mod job;
 mod modules;
 mod parquet;
+mod remote;
 mod source;
 
 use pyo3::prelude::*;
@@ -27,6 +30,7 @@ use job::Job;
 #[pymodule]
 fn _evflow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Job>()?;
+    m.add_class::<remote::PyCompletion>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(parquet::parquet_metadata, m)?)?;
     Ok(())

@@ -22,13 +22,17 @@ pub(crate) struct PyCall {
 }
 
 impl PyCall {
-    fn batch<'a>(&self, ev: &Event<'a>) -> ModuleResult<&'a Batch> {
+    pub(crate) fn batch<'a>(&self, ev: &Event<'a>) -> ModuleResult<&'a Batch> {
         self.shared.check_cancel()?;
         ev.get_nth::<Batch>(0)
     }
 
     /// The consumed products as a list of `(selection, value)` tuples.
-    fn inputs<'py>(&self, py: Python<'py>, ev: &Event<'_>) -> Result<Bound<'py, PyList>, Failure> {
+    pub(crate) fn inputs<'py>(
+        &self,
+        py: Python<'py>,
+        ev: &Event<'_>,
+    ) -> Result<Bound<'py, PyList>, Failure> {
         let list = PyList::empty(py);
         for i in 1..=self.n_inputs {
             let p: &PyProduct = ev.get_nth(i).map_err(Failure::Engine)?;
@@ -46,7 +50,7 @@ impl PyCall {
 
     /// Runs `body` holding the GIL; maps Python errors to a module error that
     /// names the batch, and records the failure.
-    fn with_python<T>(
+    pub(crate) fn with_python<T>(
         &self,
         batch: &Batch,
         body: impl FnOnce(Python<'_>) -> Result<T, Failure>,

@@ -1,0 +1,92 @@
+"""``Remote``: how a producer may run on a Dask worker holding resources."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..errors import ConfigurationError
+
+Mode = Literal["adaptive", "remote", "local"]
+Transport = Literal["task", "actor"]
+
+
+@dataclass(frozen=True)
+class Remote:
+    """Marks a producer as offloadable to a Dask worker.
+
+    ``resources``: what a worker must advertise (``{"GPU": 1}``); the Dask
+    scheduler picks such a worker for every request and runs at most as
+    many requests at once on it as it has of the resource.
+
+    ``fn``: the remote implementation, called on the worker with an
+    events view of the module's inputs (default: the producer's own
+    function, which stays the local implementation). It must compute each
+    event independently of the others: several batches travel in one
+    request and are concatenated.
+
+    ``mode``: ``"adaptive"`` (default) offloads the share of batches that
+    the measurements say pays; ``"remote"`` offloads every batch;
+    ``"local"`` never offloads (the local implementation only).
+
+    ``required``: fail the job (instead of running locally with a notice)
+    when no worker has the resources or a request cannot be completed.
+
+    ``client``: a ``distributed.Client`` or a scheduler address; default:
+    the client current when the job starts (``distributed.get_client()``).
+
+    ``max_in_flight``: requests outstanding at once; ``combine``: batches
+    per request at most; ``timeout_s`` per request; ``retries`` after a
+    lost worker or a timeout before running the batches locally;
+    ``max_payload_bytes``: largest payload of one batch.
+
+    ``transport``: ``"task"`` (default) submits each request as a task
+    tagged with the resources, so the scheduler picks a free worker every
+    time and reschedules a request whose worker died; ``"actor"`` places
+    one Dask actor on each worker with the resources when the job starts
+    and calls it directly (fewer round trips per request, but a lost
+    worker's actor is gone: its requests retry on another actor or run
+    locally).
+
+    Example::
+
+        >>> import evflow as ef
+        >>> spec = ef.remote.Remote(resources={"GPU": 1}, max_in_flight=4)
+        >>> spec.mode
+        'adaptive'
+    """
+
+    resources: Mapping[str, float] = field(default_factory=dict)
+    fn: Callable[[Any], Any] | None = None
+    mode: Mode = "adaptive"
+    required: bool = False
+    client: Any = None
+    max_in_flight: int = 2
+    combine: int = 8
+    timeout_s: float = 60.0
+    retries: int = 1
+    max_payload_bytes: int = 256 * 2**20
+    transport: Transport = "task"
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("adaptive", "remote", "local"):
+            raise ConfigurationError(f"Remote(mode={self.mode!r}): use 'adaptive', 'remote' or 'local'")
+        if self.transport not in ("task", "actor"):
+            raise ConfigurationError(f"Remote(transport={self.transport!r}): use 'task' or 'actor'")
+        for name, value in dict(self.resources).items():
+            if not isinstance(name, str) or not isinstance(value, int | float) or value <= 0:
+                raise ConfigurationError(
+                    f"Remote(resources=...): {name!r}: {value!r} is not a resource name with a positive amount"
+                )
+        for name in ("max_in_flight", "combine"):
+            if int(getattr(self, name)) < 1:
+                raise ConfigurationError(f"Remote({name}={getattr(self, name)!r}) must be at least 1")
+        if self.retries < 0:
+            raise ConfigurationError(f"Remote(retries={self.retries!r}) must be 0 or more")
+        if not self.timeout_s > 0:
+            raise ConfigurationError(f"Remote(timeout_s={self.timeout_s!r}) must be positive")
+        if self.max_payload_bytes < 1:
+            raise ConfigurationError(f"Remote(max_payload_bytes={self.max_payload_bytes!r}) must be positive")
+        if self.fn is not None and not callable(self.fn):
+            raise ConfigurationError(f"Remote(fn={self.fn!r}) is not callable")
