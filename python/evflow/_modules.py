@@ -78,9 +78,7 @@ class Module:
 class Producer(Module):
     kind = "producer"
 
-    def __init__(
-        self, *args: Any, produces: Sequence[str], remote: Remote | None = None, **kw: Any
-    ) -> None:
+    def __init__(self, *args: Any, produces: Sequence[str], remote: Remote | None = None, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.produces = _names(produces, f"produces of '{self.label}'")
         #: how the producer may run on a Dask worker (see evflow.remote)
