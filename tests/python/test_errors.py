@@ -218,6 +218,10 @@ def _interrupt(script: Path, tmp_path: Path, signals: int) -> tuple[int, str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # A shell without job control starts background jobs with SIGINT
+        # ignored, and Python then never turns it into KeyboardInterrupt:
+        # give the child the default disposition a terminal user has.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     lines: queue.Queue[str] = queue.Queue()
     assert p.stderr is not None
@@ -285,8 +289,14 @@ def test_keyboard_interrupt_finishes_the_batches_read(zmumu_file: Path, tmp_path
 
     proc.path("p", [oc])
     proc.output(ef.output.parquet(skim, columns=["M"]), select="p")
-    with pytest.raises(KeyboardInterrupt) as caught:
-        proc.run(threads=2)
+    # Ctrl-C raises KeyboardInterrupt, as at a terminal, even when the test
+    # runner inherited SIGINT ignored (a background job of a plain shell).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt) as caught:
+            proc.run(threads=2)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert isinstance(caught.value, ef.Interrupted), caught.value
     result = caught.value.result
     n = result.events

@@ -502,6 +502,73 @@ fn wait_until_running(pid: u32, threads: usize) {
     }
 }
 
+/// Waits until a worker thread of `pid` sleeps inside a module (the sleep
+/// work of the synthetic modules): an event is then in flight for sure, so a
+/// graceful stop cannot finish at once for want of events.
+fn wait_until_an_event_runs(pid: u32) {
+    // x86-64 and aarch64 numbers of nanosleep / clock_nanosleep.
+    const SLEEPS: [&str; 3] = ["35", "230", "115"];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let sleeping = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|task| {
+                std::fs::read_to_string(task.path().join("comm"))
+                    .is_ok_and(|c| c.starts_with("evflow-worker"))
+            })
+            .any(|task| {
+                std::fs::read_to_string(task.path().join("syscall"))
+                    .is_ok_and(|s| SLEEPS.contains(&s.split_whitespace().next().unwrap_or("")))
+            });
+        if sleeping {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no event of evflow run ever started"
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// Waits until no thread of `pid` has `signal` (its number) pending: the
+/// kernel merges a second standard signal sent while the first is still
+/// pending, so the second must wait for the first to be delivered.
+fn wait_until_delivered(pid: u32, signal: u32) {
+    let bit = 1u64 << (signal - 1);
+    let pending = |path: String, key: &str| {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| {
+                t.lines()
+                    .find_map(|l| l.strip_prefix(key))
+                    .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            })
+            .unwrap_or(0)
+            & bit
+            != 0
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let shared = pending(format!("/proc/{pid}/status"), "ShdPnd:");
+        let per_thread = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|task| pending(task.path().join("status").display().to_string(), "SigPnd:"));
+        if !shared && !per_thread {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "signal {signal} never delivered"
+        );
+        std::thread::yield_now();
+    }
+}
+
 fn send(pid: u32, signal: &str) {
     let status = Command::new("kill")
         .args([signal, &pid.to_string()])
@@ -552,8 +619,10 @@ fn second_signal_ends_the_run_at_once() {
     let report = dir.join("r.json");
     let child = spawn_run(&config, &report);
     wait_until_running(child.id(), 2);
+    wait_until_an_event_runs(child.id());
     let started = std::time::Instant::now();
     send(child.id(), "-TERM");
+    wait_until_delivered(child.id(), 15);
     send(child.id(), "-TERM");
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
