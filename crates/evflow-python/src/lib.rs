@@ -14,6 +14,8 @@
 //! * [`parquet`]: a native Parquet reader that decodes without the GIL.
 //! * [`remote`]: producers whose work an offloader may send to a Dask
 //!   worker, as the engine's external work.
+//! * [`split`]: evflow-device's host/device split controller, for Python
+//!   modules with a device implementation.
 
 mod batch;
 mod job;
@@ -21,6 +23,7 @@ mod modules;
 mod parquet;
 mod remote;
 mod source;
+mod split;
 
 use pyo3::prelude::*;
 
@@ -31,6 +34,7 @@ use job::Job;
 fn _evflow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Job>()?;
     m.add_class::<remote::PyCompletion>()?;
+    m.add_class::<split::SplitController>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(parquet::parquet_metadata, m)?)?;
     Ok(())
