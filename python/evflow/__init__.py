@@ -27,6 +27,7 @@ from . import errors, output, source
 from ._process import Analyzer, Filter, Histogram, Path, Process, Producer
 from .errors import (
     ConfigurationError,
+    DeviceError,
     EvflowError,
     InputError,
     Interrupted,
@@ -50,6 +51,7 @@ __all__ = [
     "Analyzer",
     "ConfigurationError",
     "CutFlow",
+    "DeviceError",
     "Events",
     "EvflowError",
     "Filter",
@@ -68,6 +70,7 @@ __all__ = [
     "Result",
     "SourceError",
     "data",
+    "device",
     "distributed",
     "errors",
     "output",
@@ -90,7 +93,7 @@ def __getattr__(name: str) -> Any:
         from .result import Result
 
         return Result
-    if name in ("data", "plot", "cli", "cutflow", "result", "distributed", "remote"):
+    if name in ("data", "plot", "cli", "cutflow", "result", "distributed", "remote", "device"):
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")

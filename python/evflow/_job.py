@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import resource
+import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from . import _device_runner as dr
 from . import _runtime as rt
 from ._modules import Analyzer, Filter, Producer
 from ._ordered import Ordered
@@ -16,8 +18,10 @@ from ._progress import _Progress
 from .errors import ConfigurationError, EvflowError, Interrupted, JobError, ModuleError, SourceError
 
 if TYPE_CHECKING:
+    from ._device_runner import SplitRunner
     from ._modules import Histogram
     from ._process import Process
+    from .device import Device
     from .output import ParquetOutput
     from .remote import Offloader
     from .result import Result
@@ -58,8 +62,22 @@ class _Plan:
     """The compiled description: engine modules, branches to read,
     accumulators."""
 
-    def __init__(self, proc: Process, keep_parts: bool = False) -> None:
+    def __init__(
+        self,
+        proc: Process,
+        keep_parts: bool = False,
+        *,
+        device: Device | None = None,
+        device_split: str = "adaptive",
+        threads: int = 1,
+    ) -> None:
         self.proc = proc
+        #: modules with a device implementation run split between host and ``device``
+        self.device = device
+        self.device_split = device_split
+        self.threads = threads
+        self.split_runners: dict[str, SplitRunner] = {}
+        self._t0 = time.perf_counter()
         #: keep every batch's histogram part (a chunk of a distributed run
         #: hands them over, to be added in the single-process order)
         self.keep_parts = keep_parts
@@ -107,7 +125,11 @@ class _Plan:
         for m in proc.modules.values():
             if isinstance(m, Producer):
                 products, names = self._consumes(m.label, m.consumes)
-                runner = rt.producer_runner(m.label, m.fn, names, products, m.produces)
+                if m.device is not None and self.device is not None:
+                    split = self._split_runner("producer", m.label)
+                    runner = dr.producer_runner(m.label, m.fn, m.device, names, products, m.produces, split)
+                else:
+                    runner = rt.producer_runner(m.label, m.fn, names, products, m.produces)
                 self._add("producer", m.label, runner, products, m.produces, m.concurrency, m.resources)
                 if m.remote is not None:
                     from .remote import Offloader
@@ -124,7 +146,12 @@ class _Plan:
         for path in proc.paths.values():
             for step, f in enumerate(path.filters):
                 products, names = self._consumes(f.label, f.consumes)
-                runner = rt.filter_runner(f.label, f.fn, names, products)
+                engine_label = self.engine_label[(path.name, f.label)]
+                if f.device is not None and self.device is not None:
+                    split = self._split_runner("filter", engine_label)
+                    runner = dr.filter_runner(f.label, f.fn, f.device, names, products, split)
+                else:
+                    runner = rt.filter_runner(f.label, f.fn, names, products)
                 conc, res = f.concurrency, f.resources
                 if len(occurrences[f.label]) > 1 and conc == "serial":
                     conc, res = "exclusive", [f"evflow.filter.{f.label}"]
@@ -174,6 +201,15 @@ class _Plan:
         for label, m in by_label.items():
             if m["kind"] == "producer":
                 m["needs_all"] = label in needs
+
+    def _split_runner(self, kind: str, label: str) -> SplitRunner:
+        from . import _evflow
+
+        assert self.device is not None
+        split = _evflow.SplitController(self.device_split, self.threads)
+        r = dr.SplitRunner(kind, label, self.device, split, self._t0)
+        self.split_runners[label] = r
+        return r
 
     def _branch(self, name: str) -> None:
         if name not in self._branch_set:
@@ -330,15 +366,12 @@ def run_process(
     trace: bool,
     filter_order: str = "adaptive",
     raw: bool = False,
+    device: str | Device | None = "auto",
+    device_split: str = "adaptive",
 ) -> Result:
     """Runs ``proc``; with ``raw`` the result also holds the engine's
     per-batch records and histogram parts (``result.raw``), from which
     :mod:`evflow.distributed` merges chunks."""
-    from . import _evflow
-    from .cutflow import build
-    from .result import Result
-    from .source import ParquetSource
-
     if executor not in ("threaded", "sequential"):
         raise ConfigurationError(f"executor must be 'threaded' or 'sequential', not {executor!r}")
     if filter_order not in ("fixed", "adaptive", "hepframe"):
@@ -347,7 +380,66 @@ def run_process(
         )
     if on_error not in ("fail", "skip"):
         raise ConfigurationError(f"on_error must be 'fail' or 'skip', not {on_error!r}")
-    plan = _Plan(proc, keep_parts=raw)
+    dev, notice, own_device = _choose_device(proc, device, device_split)
+    try:
+        plan = _Plan(proc, keep_parts=raw, device=dev, device_split=device_split, threads=threads)
+        if notice:
+            print(notice, file=sys.stderr)
+        return _run_plan(
+            plan,
+            proc,
+            threads,
+            events_in_flight,
+            progress,
+            executor,
+            on_error,
+            trace,
+            filter_order,
+            raw,
+            notice,
+        )
+    finally:
+        if own_device and dev is not None:
+            dev.close()
+
+
+def _choose_device(
+    proc: Process, device: str | Device | None, device_split: str
+) -> tuple[Device | None, str, bool]:
+    """The job's device, the notice to print, and whether the job made it
+    (and closes it)."""
+    from . import _evflow
+    from .device import Device, select
+
+    try:
+        _evflow.SplitController(device_split, 1)
+    except ValueError as e:
+        raise ConfigurationError(str(e)) from None
+    modules = [m for m in proc.modules.values() if m.device is not None]
+    if not modules:
+        return None, "", False
+    dev, notice = select(device, [m.label for m in modules if m.device_required])
+    return dev, notice, not isinstance(device, Device)
+
+
+def _run_plan(
+    plan: _Plan,
+    proc: Process,
+    threads: int,
+    events_in_flight: int | None,
+    progress: bool | Callable[[int, int], None],
+    executor: str,
+    on_error: str,
+    trace: bool,
+    filter_order: str,
+    raw: bool,
+    notice: str,
+) -> Result:
+    from . import _evflow
+    from .cutflow import build
+    from .result import Result
+    from .source import ParquetSource
+
     source = proc.source
     assert source is not None
     source.check(plan.branches)
@@ -461,6 +553,12 @@ def run_process(
     events = sum(b[1] for b in res["batches"] if b[0] not in set(res["failed"]))
     report["batches"] = len(res["batches"])
     report["events_processed"] = events
+    if plan.split_runners or notice:
+        report["devices"] = {
+            "device": plan.device.name if plan.device is not None else None,
+            "notice": notice or None,
+            "modules": {label: r.report() for label, r in plan.split_runners.items()},
+        }
     cutflow = build(
         [(p.name, [f.label for f in p.filters], p.reorderable) for p in proc.paths.values()],
         res["records"],

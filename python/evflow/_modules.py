@@ -52,7 +52,16 @@ class Module:
         consumes: Sequence[str],
         concurrency: Concurrency,
         resources: Sequence[str],
+        *,
+        device: Callable[[Any, Any], Any] | None = None,
+        device_required: bool = False,
     ) -> None:
+        if device is not None and not callable(device):
+            raise ConfigurationError(
+                f"module '{label}': device= must be a function fn(ev, xp), not {device!r}"
+            )
+        if device_required and device is None:
+            raise ConfigurationError(f"module '{label}': device_required=True needs a device= implementation")
         if concurrency not in ("shared", "serial", "exclusive"):
             raise ConfigurationError(
                 f"module '{label}': concurrency must be 'shared', 'serial' or 'exclusive', not {concurrency!r}"
@@ -64,6 +73,9 @@ class Module:
         self.consumes = _names(consumes, f"consumes of '{label}'")
         self.concurrency: Concurrency = concurrency
         self.resources = list(resources)
+        #: the device implementation ``device(ev, xp)`` (``None``: host only)
+        self.device = device
+        self.device_required = device_required
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 

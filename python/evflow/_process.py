@@ -27,6 +27,7 @@ from .source import Source
 if TYPE_CHECKING:
     from ._runtime import Events
     from .remote import Remote
+    from .device import Device
     from .result import Result
 
 
@@ -82,6 +83,8 @@ class Process:
         concurrency: Concurrency = "shared",
         resources: Sequence[str] = (),
         remote: Remote | None = None,
+        device: Callable[[Any, Any], Any] | None = None,
+        device_required: bool = False,
     ) -> Callable[[F], Producer]: ...
 
     def producer(
@@ -95,12 +98,20 @@ class Process:
         concurrency: Concurrency = "shared",
         resources: Sequence[str] = (),
         remote: Remote | None = None,
+        device: Callable[[Any, Any], Any] | None = None,
+        device_required: bool = False,
     ) -> Any:
         """Decorator: ``fn(ev)`` computes new columns for the events of a
         batch. Return the array (one product) or a dict ``{name: array}``,
         one entry per event. Products are computed on demand, only for events
         still selected by some path. ``remote=ef.remote.Remote(...)`` lets
-        batches run on a Dask worker holding resources (see evflow.remote)."""
+        batches run on a Dask worker holding resources (see evflow.remote).
+
+        ``device=fn_device``: a device implementation ``fn_device(ev, xp)``
+        computing the same with the array module ``xp`` (CuPy on a GPU);
+        each batch is split between the two (``Process.run(device=...,
+        device_split=...)``). ``device_required=True``: a job without a
+        device fails instead of running it on the host."""
 
         def wrap(f: F) -> Producer:
             from .remote import Remote
@@ -117,6 +128,8 @@ class Process:
                 resources,
                 produces=produces or [f.__name__],
                 remote=remote,
+                device=device,
+                device_required=device_required,
             )
             self._register(p)
             return p
@@ -132,13 +145,24 @@ class Process:
         label: str | None = None,
         concurrency: Concurrency = "shared",
         resources: Sequence[str] = (),
+        device: Callable[[Any, Any], Any] | None = None,
+        device_required: bool = False,
     ) -> Any:
         """Decorator: ``fn(ev)`` returns a boolean mask, one entry per event;
         the events with ``False`` leave the path. Put filters on paths with
-        :meth:`path`."""
+        :meth:`path`. ``device`` and ``device_required``: as for
+        :meth:`producer` (the device implementation returns the mask)."""
 
         def wrap(f: F) -> Filter:
-            m = Filter(f, label or f.__name__, consumes, concurrency, resources)
+            m = Filter(
+                f,
+                label or f.__name__,
+                consumes,
+                concurrency,
+                resources,
+                device=device,
+                device_required=device_required,
+            )
             self._register(m)
             return m
 
@@ -294,6 +318,8 @@ class Process:
         processes: int | None = None,
         chunk_size: int | None = None,
         skip_bad_files: bool = False,
+        device: str | Device | None = "auto",
+        device_split: str = "adaptive",
     ) -> Result:
         """Runs the process to the end of its source; returns a
         :class:`~evflow.Result` (cut-flow, histograms, report, outputs).
@@ -311,6 +337,14 @@ class Process:
         ``"hepframe"``. Which order ran, and why, is in
         ``result.cutflow[path].order``, ``.policy`` and ``.why``.
 
+        ``device`` runs the device implementations of modules that have
+        one: ``"auto"`` (a GPU through CuPy when there is one, else the host
+        with a one-line notice), ``"cuda"`` (a GPU or an error),
+        ``"emulated"`` (numpy on a worker thread, modelled costs; or an
+        ``evflow.device.EmulatedDevice(...)`` with your own), ``"none"``.
+        ``device_split``: ``"adaptive"`` (measured, to the fastest split) or
+        ``"fixed:P"`` (P % of each batch's events on the device).
+
         ``client`` (a ``distributed.Client`` or a scheduler address) or
         ``processes=N`` (a local cluster of N worker processes) runs the job
         on Dask, one engine of ``threads`` threads (default 1) per worker, in
@@ -327,6 +361,8 @@ class Process:
         if client is not None or processes is not None:
             if trace:
                 raise ConfigurationError("trace=True is not available on a distributed run")
+            if device != "auto" or device_split != "adaptive":
+                raise ConfigurationError("device= and device_split= apply to single-process runs")
             from .distributed import run as run_distributed
 
             return run_distributed(
@@ -358,6 +394,8 @@ class Process:
             on_error=on_error,
             trace=trace,
             filter_order=filter_order,
+            device=device,
+            device_split=device_split,
         )
 
 

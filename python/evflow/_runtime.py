@@ -306,33 +306,35 @@ def producer_runner(
     produces: Sequence[str],
 ) -> Callable[[BatchData, Selection, list[tuple[Selection, Any]]], list[Any]]:
     what = f"producer '{label}'"
-    single = len(produces) == 1
 
     def run(data: BatchData, sel: Selection, raw: list[tuple[Selection, Any]]) -> list[Any]:
         n = data.n if sel is None else len(sel)
         if n == 0:
             return [None] * len(produces)
         ev = Events(label, data, sel, names, _inputs(products, raw))
-        out = fn(ev)
-        if isinstance(out, dict):
-            missing = [p for p in produces if p not in out]
-            extra = [k for k in out if k not in produces]
-            if missing or extra:
-                raise ModuleOutputError(
-                    f"{what} returned keys {sorted(out)}, but declares produces={list(produces)}"
-                )
-            values = [out[p] for p in produces]
-        elif single:
-            values = [out]
-        elif isinstance(out, tuple | list) and len(out) == len(produces):
-            values = list(out)
-        else:
-            raise ModuleOutputError(
-                f"{what} declares produces={list(produces)}: return a dict of them, or a tuple in that order"
-            )
+        values = producer_values(what, fn(ev), produces)
         return [check_array(what, f"'{p}'", v, n) for p, v in zip(produces, values, strict=True)]
 
     return run
+
+
+def producer_values(what: str, out: Any, produces: Sequence[str]) -> list[Any]:
+    """What a producer returned, as one value per declared product."""
+    if isinstance(out, dict):
+        missing = [p for p in produces if p not in out]
+        extra = [k for k in out if k not in produces]
+        if missing or extra:
+            raise ModuleOutputError(
+                f"{what} returned keys {sorted(out)}, but declares produces={list(produces)}"
+            )
+        return [out[p] for p in produces]
+    if len(produces) == 1:
+        return [out]
+    if isinstance(out, tuple | list) and len(out) == len(produces):
+        return list(out)
+    raise ModuleOutputError(
+        f"{what} declares produces={list(produces)}: return a dict of them, or a tuple in that order"
+    )
 
 
 def filter_runner(
@@ -345,15 +347,7 @@ def filter_runner(
     ) -> tuple[Selection, int, float, float]:
         n = data.n if sel is None else len(sel)
         ev = Events(label, data, sel, names, _inputs(products, raw) if raw else {})
-        mask = as_mask(what, fn(ev), n)
-        new = (None if mask.all() else np.flatnonzero(mask)) if sel is None else sel[mask]
-        passed = n if new is None else len(new)
-        w = data.weights
-        if w is None:
-            return new, passed, float(n), float(passed)
-        w_seen = data.weight_total if sel is None else float(w[sel].sum())
-        w_passed = w_seen if passed == n else float(w[new].sum())
-        return new, passed, w_seen, w_passed
+        return narrow(data, sel, as_mask(what, fn(ev), n))
 
     def probe(
         data: BatchData, events: np.ndarray, raw: list[tuple[Selection, Any]]
@@ -373,6 +367,20 @@ def filter_runner(
 
     run.probe = probe  # type: ignore[attr-defined]
     return run
+
+
+def narrow(data: BatchData, sel: Selection, mask: np.ndarray) -> tuple[Selection, int, float, float]:
+    """A filter's result for the engine: the new selection, events passed,
+    weights seen and passed."""
+    n = len(mask)
+    new = (None if mask.all() else np.flatnonzero(mask)) if sel is None else sel[mask]
+    passed = n if new is None else len(new)
+    w = data.weights
+    if w is None:
+        return new, passed, float(n), float(passed)
+    w_seen = data.weight_total if sel is None else float(w[sel].sum())
+    w_passed = w_seen if passed == n else float(w[new].sum())
+    return new, passed, w_seen, w_passed
 
 
 def analyzer_runner(

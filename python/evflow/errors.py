@@ -60,6 +60,12 @@ class ModuleOutputError(EvflowError, TypeError):
     """A Python module returned a value of the wrong kind, shape or dtype."""
 
 
+class DeviceError(EvflowError, RuntimeError):
+    """No device can be used where one was demanded (``device="cuda"``,
+    ``device_required=True``), or a device implementation failed on a batch
+    (the message names the module, the batch and the device)."""
+
+
 class JobError(EvflowError, RuntimeError):
     """The job started and failed.
 

@@ -1,0 +1,266 @@
+"""Runners of modules with a device implementation: each batch is split
+between the host and the device by evflow-device's split controller.
+
+The first ``k`` events of the batch's selection (``k`` chosen by the
+controller) go to the device implementation, the others to the host one;
+the results are concatenated in event order. The device part is submitted
+to the device's thread first, the host part then runs on the engine thread,
+and the engine thread joins the device part: the two overlap, and with the
+split at the floor of the bathtub both finish together, so the join waits
+little.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+import awkward as ak
+import numpy as np
+
+from . import _runtime as rt
+from .device import Device, Launch, LaunchStats
+from .errors import DeviceError
+
+T_out = Any
+
+
+class DeviceEvents:
+    """The events of the device part of a batch, as a device implementation
+    sees them: ``ev.name`` is the column moved to the device (an ``xp``
+    array; jagged columns are awkward arrays on the device's backend).
+    Each column moves once per launch."""
+
+    __slots__ = ("_cache", "_events", "_launch")
+
+    def __init__(self, events: rt.Events, launch: Launch) -> None:
+        self._events = events
+        self._launch = launch
+        self._cache: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._cache:
+            self._cache[name] = self._launch.to_device(self._events[name])
+        return self._cache[name]
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            return self[name]
+        except KeyError as e:
+            raise AttributeError(e.args[0]) from None
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    @property
+    def fields(self) -> list[str]:
+        return self._events.fields
+
+    @property
+    def info(self) -> rt.BatchInfo:
+        return self._events.info
+
+    @property
+    def weight(self) -> Any:
+        return self._launch.to_device(self._events.weight)
+
+    def __repr__(self) -> str:
+        return f"<DeviceEvents on {self._launch.device.name}: {self._events!r}>"
+
+
+class DeviceModuleStats:
+    """Per module: what ran where, what the device cost."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.lock = threading.Lock()
+        self.batches = 0
+        self.host_events = 0
+        self.device_events = 0
+        self.launches = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.host_s = 0.0
+        self.device_s = 0.0
+        self.transfer_s = 0.0
+        self.kernel_s = 0.0
+        self.failed_launches = 0
+
+    def add(self, host_events: int, host_s: float, device_events: int, st: LaunchStats | None) -> None:
+        with self.lock:
+            self.batches += 1
+            self.host_events += host_events
+            self.host_s += host_s
+            if st is not None:
+                self.device_events += device_events
+                self.launches += 1
+                self.bytes_in += st.bytes_in
+                self.bytes_out += st.bytes_out
+                self.device_s += st.busy_s
+                self.transfer_s += st.transfer_s
+                self.kernel_s += st.kernel_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if k != "lock"}
+
+
+class SplitRunner:
+    """Splits one module's batches between host and device."""
+
+    def __init__(
+        self,
+        kind: str,
+        label: str,
+        device: Device,
+        split: Any,
+        t0: float,
+    ) -> None:
+        self.what = f"{kind} '{label}'"
+        self.label = label
+        self.device = device
+        self.split = split  # evflow._evflow.SplitController
+        self.t0 = t0
+        self.stats = DeviceModuleStats(kind)
+
+    def report(self) -> dict[str, Any]:
+        return {
+            **self.stats.to_dict(),
+            "split_mode": self.split.mode,
+            "device_fraction": self.split.device_fraction,
+            "split_history": self.split.history(),
+        }
+
+    def run(
+        self,
+        data: rt.BatchData,
+        sel: rt.Selection,
+        host: Callable[[rt.Selection], T_out],
+        device: Callable[[rt.Selection, Launch], T_out],
+    ) -> tuple[T_out | None, T_out | None, int]:
+        """Runs the batch's device part (its first ``k`` selected events) on
+        the device and the rest on the host, overlapped; returns ``(device
+        result, host result, k)``."""
+        n = data.n if sel is None else len(sel)
+        k = self.split.route(n)
+        idx = (np.arange(n) if sel is None else sel) if 0 < k < n else sel
+        dev_sel = idx if k == n else (None if k == 0 else idx[:k])  # type: ignore[index]
+        host_sel = idx if k == 0 else (None if k == n else idx[k:])  # type: ignore[index]
+        fut: Future[tuple[T_out, LaunchStats]] | None = None
+        if k:
+            fut = self.device.submit(lambda launch: device(dev_sel, launch))
+        host_out: T_out | None = None
+        host_s = 0.0
+        try:
+            if k < n:
+                t = time.perf_counter()
+                host_out = host(host_sel)
+                host_s = time.perf_counter() - t
+        finally:
+            # Even when the host part failed, the device part ends before the batch does.
+            dev_out, st = self._join(fut, data, k) if fut is not None else (None, None)
+        self.stats.add(n - k, host_s, k, st)
+        self.split.record_host(n - k, host_s)
+        if st is not None:
+            self.split.record_device(k, st.busy_s)
+        self.split.update(time.perf_counter() - self.t0, self.device.busy_s)
+        return dev_out, host_out, k
+
+    def _join(
+        self, fut: Future[tuple[T_out, LaunchStats]], data: rt.BatchData, k: int
+    ) -> tuple[T_out, LaunchStats]:
+        try:
+            return fut.result()
+        except Exception as e:
+            with self.stats.lock:
+                self.stats.failed_launches += 1
+            raise DeviceError(
+                f"device implementation of {self.what} failed on device '{self.device.name}' for batch "
+                f"{data.index} ({k} events of {data.where}): {type(e).__name__}: {e}"
+            ) from e
+
+
+def _concat(what: str, parts: list[Any]) -> Any:
+    if all(isinstance(p, np.ndarray) for p in parts):
+        return np.concatenate(parts)
+    try:
+        return ak.concatenate([ak.Array(p) if isinstance(p, np.ndarray) else p for p in parts])
+    except Exception as e:
+        raise rt.ModuleOutputError(f"{what}: the device and host results cannot be concatenated: {e}") from e
+
+
+def producer_runner(
+    label: str,
+    fn: Callable[[rt.Events], Any],
+    fn_device: Callable[[Any, Any], Any],
+    names: frozenset[str],
+    products: Sequence[str],
+    produces: Sequence[str],
+    runner: SplitRunner,
+) -> Callable[[rt.BatchData, rt.Selection, list[tuple[rt.Selection, Any]]], list[Any]]:
+    what = f"producer '{label}'"
+
+    def run(data: rt.BatchData, sel: rt.Selection, raw: list[tuple[rt.Selection, Any]]) -> list[Any]:
+        n = data.n if sel is None else len(sel)
+        if n == 0:
+            return [None] * len(produces)
+        inputs = rt._inputs(products, raw)
+
+        def checked(s: rt.Selection, values: list[Any], where: str) -> list[Any]:
+            m = data.n if s is None else len(s)
+            w = f"{what} ({where})"
+            return [rt.check_array(w, f"'{p}'", v, m) for p, v in zip(produces, values, strict=True)]
+
+        def host(s: rt.Selection) -> list[Any]:
+            out = fn(rt.Events(label, data, s, names, inputs))
+            return checked(s, rt.producer_values(f"{what} (host)", out, produces), "host")
+
+        def device(s: rt.Selection, launch: Launch) -> list[Any]:
+            out = fn_device(DeviceEvents(rt.Events(label, data, s, names, inputs), launch), launch.xp)
+            values = rt.producer_values(f"{what} (device)", out, produces)
+            return checked(s, [launch.to_host(v) for v in values], "device")
+
+        dev, hst, _k = runner.run(data, sel, host, device)
+        if dev is None or hst is None:
+            return dev if hst is None else hst
+        return [_concat(what, [d, h]) for d, h in zip(dev, hst, strict=True)]
+
+    return run
+
+
+def filter_runner(
+    label: str,
+    fn: Callable[[rt.Events], Any],
+    fn_device: Callable[[Any, Any], Any],
+    names: frozenset[str],
+    products: Sequence[str],
+    runner: SplitRunner,
+) -> Callable[
+    [rt.BatchData, rt.Selection, list[tuple[rt.Selection, Any]]], tuple[rt.Selection, int, float, float]
+]:
+    what = f"filter '{label}'"
+
+    def run(
+        data: rt.BatchData, sel: rt.Selection, raw: list[tuple[rt.Selection, Any]]
+    ) -> tuple[rt.Selection, int, float, float]:
+        inputs = rt._inputs(products, raw) if raw else {}
+
+        def host(s: rt.Selection) -> np.ndarray:
+            ev = rt.Events(label, data, s, names, inputs)
+            return rt.as_mask(f"{what} (host)", fn(ev), len(ev))
+
+        def device(s: rt.Selection, launch: Launch) -> np.ndarray:
+            ev = rt.Events(label, data, s, names, inputs)
+            mask = launch.to_host(fn_device(DeviceEvents(ev, launch), launch.xp))
+            return rt.as_mask(f"{what} (device)", mask, len(ev))
+
+        dev, hst, _k = runner.run(data, sel, host, device)
+        parts = [m for m in (dev, hst) if m is not None]
+        mask = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        return rt.narrow(data, sel, mask)
+
+    return run
