@@ -40,7 +40,7 @@ impl SplitController {
         let mode: SplitMode = mode.parse().map_err(PyValueError::new_err)?;
         let mut tuning = SplitTuning::default();
         if let Some(w) = window_s {
-            if !(w > 0.0) {
+            if w.is_nan() || w <= 0.0 {
                 return Err(PyValueError::new_err("window_s must be positive"));
             }
             tuning.window_s = w;

@@ -1,0 +1,257 @@
+"""Modules with a device implementation: the same results on the host, the
+emulated device, fixed and adaptive splits (against a numpy reference); the
+host fallback notice; failure when a device is demanded; the adaptive split
+moving toward the faster side; faults naming module, batch and device."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import awkward as ak
+import numpy as np
+import pytest
+
+import evflow as ef
+from evflow.device import EmulatedDevice, probe_cupy
+
+EVENTS, STEP = 12_000, 1_500
+HT_CUT, MET_CUT = 120.0, 25.0
+
+
+def _ht_device(ev: Any, xp: Any) -> Any:
+    return ak.sum(ev.Jet_pt, axis=1)  # awkward follows the array's backend
+
+
+def _metxy_device(ev: Any, xp: Any) -> dict[str, Any]:
+    return {"met_x": ev.MET_pt * xp.cos(ev.MET_phi), "met_y": ev.MET_pt * xp.sin(ev.MET_phi)}
+
+
+def _process(
+    *, fail_batch: int | None = None, slow_host_s: float = 0.0, required: bool = False
+) -> tuple[ef.Process, list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]]:
+    """Two device producers (flat and jagged inputs), two device filters on a
+    path, and an analyzer collecting the selected events' products."""
+    proc = ef.Process("dev")
+    proc.source = ef.source.synthetic(EVENTS, step_size=STEP, seed=7)
+
+    def ht_device(ev: Any, xp: Any) -> Any:
+        if ev.info.index == fail_batch:
+            raise ValueError("kernel exploded")
+        return _ht_device(ev, xp)
+
+    @proc.producer(consumes=["Jet_pt"], produces=["ht"], device=ht_device, device_required=required)
+    def ht(ev):
+        if slow_host_s:
+            time.sleep(slow_host_s * len(ev))  # the host implementation's cost
+        return ak.to_numpy(ak.sum(ev.Jet_pt, axis=1))
+
+    @proc.producer(consumes=["MET_pt", "MET_phi"], produces=["met_x", "met_y"], device=_metxy_device)
+    def metxy(ev):
+        return {"met_x": ev.MET_pt * np.cos(ev.MET_phi), "met_y": ev.MET_pt * np.sin(ev.MET_phi)}
+
+    @proc.filter(consumes=["ht"], device=lambda ev, xp: ev.ht > HT_CUT)
+    def high_ht(ev):
+        return ev.ht > HT_CUT
+
+    @proc.filter(consumes=["met_x", "met_y"], device=lambda ev, xp: ev.met_x**2 + ev.met_y**2 > MET_CUT**2)
+    def met(ev):
+        return ev.met_x**2 + ev.met_y**2 > MET_CUT**2
+
+    proc.path("sel", [high_ht, met])
+    seen: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
+
+    @proc.analyzer(consumes=["event", "ht", "met_x"], after="sel")
+    def collect(ev):
+        seen.append((ev.info.index, np.asarray(ev.event), np.asarray(ev.ht), np.asarray(ev.met_x)))
+
+    return proc, seen
+
+
+def _reference(skip: tuple[int, ...] = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Selected events, their HT and MET x, computed with numpy alone from
+    the source's columns."""
+    src = ef.source.synthetic(EVENTS, step_size=STEP, seed=7)
+    ev_, ht_, mx_ = [], [], []
+    for index, start in enumerate(range(0, EVENTS, STEP)):
+        if index in skip:
+            continue
+        cols = src.generate(index, start, min(STEP, EVENTS - start))
+        jet_pt = cols["Jet_pt"]
+        counts = ak.to_numpy(ak.num(jet_pt))
+        ht = np.add.reduceat(
+            np.concatenate([ak.to_numpy(ak.flatten(jet_pt)), np.zeros(1, np.float32)]),
+            np.concatenate([[0], np.cumsum(counts)[:-1]]),
+        )
+        ht[counts == 0] = 0
+        pt, phi = ak.to_numpy(cols["MET_pt"]), ak.to_numpy(cols["MET_phi"])
+        mx, my = pt * np.cos(phi), pt * np.sin(phi)
+        keep = (ht > HT_CUT) & (mx**2 + my**2 > MET_CUT**2)
+        ev_.append(ak.to_numpy(cols["event"])[keep])
+        ht_.append(ht[keep])
+        mx_.append(mx[keep])
+    return np.concatenate(ev_), np.concatenate(ht_), np.concatenate(mx_)
+
+
+def _collected(seen: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, ...]:
+    seen.sort(key=lambda s: s[0])
+    return tuple(np.concatenate([s[i] for s in seen]) for i in (1, 2, 3))
+
+
+def _check(got: tuple[np.ndarray, ...], want: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+    np.testing.assert_array_equal(got[0], want[0])
+    # HT: float32 sums in a different order than the reference's reduceat.
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5)
+    np.testing.assert_array_equal(got[2], want[2])  # the same numpy ufuncs: bit for bit
+
+
+@pytest.mark.parametrize(
+    ("device", "split"),
+    [
+        ("none", "adaptive"),
+        ("emulated", "fixed:0"),
+        ("emulated", "fixed:35"),
+        ("emulated", "fixed:100"),
+        ("emulated", "adaptive"),
+    ],
+)
+def test_same_results_on_host_device_and_splits(device: str, split: str) -> None:
+    proc, seen = _process()
+    result = proc.run(threads=2, device=device, device_split=split)
+    want = _reference()
+    _check(_collected(seen), want)
+    assert result.cutflow["sel"].passed == len(want[0])
+    if device == "none":
+        assert "devices" not in result.report
+        return
+    mods = result.report["devices"]["modules"]
+    assert set(mods) == {"ht", "metxy", "high_ht", "met"}
+    for m in mods.values():
+        assert m["host_events"] + m["device_events"] > 0
+        if split == "fixed:0":
+            assert m["device_events"] == m["launches"] == 0
+        if split == "fixed:100":
+            assert m["host_events"] == 0
+            assert m["launches"] == m["batches"]
+    mx = mods["metxy"]
+    # Two float32 columns in, two float32 products out, per device event.
+    assert mx["bytes_in"] == 8 * mx["device_events"]
+    assert mx["bytes_out"] == 8 * mx["device_events"]
+    if split == "fixed:35":
+        # Exactly ⌊n·p⌋ or ⌈n·p⌉ of each batch's events: 35 % of all the events.
+        total = mx["host_events"] + mx["device_events"]
+        assert abs(mx["device_events"] - 0.35 * total) <= mx["batches"]
+
+
+def test_host_and_device_parts_of_a_batch_overlap() -> None:
+    """The device part runs on the device thread while the host part runs:
+    each side waits for a signal only the other side's concurrent run can
+    send (a sequential run would time out)."""
+    device_started, host_ran = threading.Event(), threading.Event()
+    waited: dict[str, bool] = {}
+    proc = ef.Process("overlap")
+    proc.source = ef.source.synthetic(1000, step_size=1000)
+
+    def on_device(ev: Any, xp: Any) -> Any:
+        device_started.set()
+        waited["device"] = host_ran.wait(10)
+        return ev.MET_pt * 2
+
+    @proc.producer(consumes=["MET_pt"], produces=["twice"], device=on_device)
+    def twice(ev):
+        waited["host"] = device_started.wait(10)
+        host_ran.set()
+        return ev.MET_pt * 2
+
+    proc.histogram("twice", bins=10, range=(0, 100))
+    proc.run(threads=1, device="emulated", device_split="fixed:50")
+    assert waited == {"host": True, "device": True}
+
+
+def test_no_device_runs_on_the_host_and_says_so_once(capfd: pytest.CaptureFixture[str]) -> None:
+    if probe_cupy()[0] is not None:
+        pytest.skip("a GPU is usable here: no host fallback")
+    proc, seen = _process()
+    result = proc.run(threads=2)  # device="auto"
+    err = capfd.readouterr().err
+    notices = [line for line in err.splitlines() if "no device" in line]
+    assert len(notices) == 1, err
+    assert notices[0].startswith("evflow: no device (") and notices[0].endswith(
+        "device modules run on the host"
+    )
+    assert result.report["devices"]["device"] is None
+    _check(_collected(seen), _reference())
+
+
+def test_demanded_device_fails_clearly() -> None:
+    if probe_cupy()[0] is not None:
+        pytest.skip("a GPU is usable here")
+    proc, _ = _process()
+    with pytest.raises(ef.DeviceError, match=r"device='cuda' was demanded but no GPU can be used: "):
+        proc.run(device="cuda")
+    proc, _ = _process(required=True)
+    with pytest.raises(ef.DeviceError, match=r"module\(s\) 'ht' require a device \(device_required=True\)"):
+        proc.run()
+    with pytest.raises(ef.DeviceError, match=r"device='none'.*'ht'"):
+        proc.run(device="none")
+    # The emulated device satisfies device_required.
+    assert proc.run(device="emulated").events == EVENTS
+    with pytest.raises(ef.ConfigurationError, match="fixed:P"):
+        proc.run(device="emulated", device_split="fixed:150")
+    with pytest.raises(ef.DeviceError, match="unknown device 'gpu'"):
+        proc.run(device="gpu")
+
+
+def _final_fraction(result: ef.Result, module: str) -> tuple[float, list[dict[str, float]]]:
+    m = result.report["devices"]["modules"][module]
+    return m["device_fraction"], m["split_history"]
+
+
+def test_adaptive_split_moves_to_the_faster_side() -> None:
+    # A device with 30 ms per launch against a host of microseconds: away from the device.
+    proc, _ = _process()
+    slow = EmulatedDevice(latency_us=30_000)
+    fraction, history = _final_fraction(proc.run(threads=2, device=slow), "metxy")
+    assert history[0]["device_fraction"] == 0.25
+    assert len(history) > 1
+    assert fraction < 0.1, history
+    # A host implementation of 40 µs per event against a fast device: toward the device.
+    proc, _ = _process(slow_host_s=40e-6)
+    fast = EmulatedDevice(latency_us=0, transfer_latency_us=0, bandwidth_gbs=1000)
+    fraction, history = _final_fraction(proc.run(threads=2, device=fast), "ht")
+    assert len(history) > 1
+    assert fraction > 0.6, history
+    assert all(0.02 - 1e-9 <= p["device_fraction"] <= 0.98 + 1e-9 for p in history)
+
+
+def test_device_fault_names_module_batch_and_device() -> None:
+    proc, _ = _process(fail_batch=3)
+    with pytest.raises(ef.ModuleError) as info:
+        proc.run(threads=2, device="emulated", device_split="fixed:50")
+    msg = str(info.value)
+    assert "device implementation of producer 'ht' failed on device 'emulated' for batch 3" in msg
+    assert "ValueError: kernel exploded" in msg
+    assert info.value.module == "ht" and info.value.batch == 3
+    assert isinstance(info.value.__cause__, ef.DeviceError)
+
+
+def test_device_fault_skips_only_its_batch() -> None:
+    proc, seen = _process(fail_batch=3)
+    result = proc.run(threads=2, device="emulated", device_split="fixed:50", on_error="skip")
+    assert result.failed_batches == [3]
+    _check(_collected(seen), _reference(skip=(3,)))
+    assert result.report["devices"]["modules"]["ht"]["failed_launches"] == 1
+
+
+def test_wrong_device_result_is_refused() -> None:
+    proc = ef.Process("bad")
+    proc.source = ef.source.synthetic(100, step_size=100)
+
+    @proc.producer(consumes=["MET_pt"], produces=["x"], device=lambda ev, xp: ev.MET_pt[:3])
+    def x(ev):
+        return ev.MET_pt
+
+    proc.histogram("x", bins=10, range=(0, 100))
+    with pytest.raises(ef.ModuleError, match=r"producer 'x' \(device\) returned 'x' with 3 entries"):
+        proc.run(device="emulated", device_split="fixed:100")
