@@ -125,6 +125,8 @@ class SplitRunner:
         self.device = device
         self.split = split  # evflow._evflow.SplitController
         self.t0 = t0
+        # A device object may serve several jobs: the controller sees this job's busy time.
+        self.busy0 = device.busy_s
         self.stats = DeviceModuleStats(kind)
 
     def report(self) -> dict[str, Any]:
@@ -167,7 +169,7 @@ class SplitRunner:
         self.split.record_host(n - k, host_s)
         if st is not None:
             self.split.record_device(k, st.busy_s)
-        self.split.update(time.perf_counter() - self.t0, self.device.busy_s)
+        self.split.update(time.perf_counter() - self.t0, self.device.busy_s - self.busy0)
         return dev_out, host_out, k
 
     def _join(
