@@ -122,6 +122,8 @@ def _run(args: argparse.Namespace) -> int:
             on_error=on_error,  # type: ignore[arg-type]
             trace=args.trace is not None,
             filter_order=args.filter_order,
+            device=args.device,
+            device_split=args.device_split,
         )
     if not args.quiet:
         print(result.summary())
@@ -193,6 +195,13 @@ def parser() -> argparse.ArgumentParser:
         default="adaptive",
         help="ordering policy of reorderable paths (default: adaptive)",
     )
+    r.add_argument(
+        "--device",
+        choices=["auto", "cuda", "emulated", "none"],
+        default="auto",
+        help="device of modules with a device implementation (default: auto)",
+    )
+    r.add_argument("--device-split", default="adaptive", help="'adaptive' (default) or 'fixed:P'")
     r.add_argument(
         "--process", default=None, help="which Process of the file to run (variable or process name)"
     )

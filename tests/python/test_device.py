@@ -255,3 +255,38 @@ def test_wrong_device_result_is_refused() -> None:
     proc.histogram("x", bins=10, range=(0, 100))
     with pytest.raises(ef.ModuleError, match=r"producer 'x' \(device\) returned 'x' with 3 entries"):
         proc.run(device="emulated", device_split="fixed:100")
+
+
+def test_command_line_device_options(tmp_path: Any) -> None:
+    from evflow.cli import main
+
+    analysis = tmp_path / "ana.py"
+    analysis.write_text(
+        "import numpy as np\n"
+        "import evflow as ef\n"
+        "proc = ef.Process('cli')\n"
+        "proc.source = ef.source.synthetic(4000, step_size=1000)\n"
+        "@proc.producer(consumes=['MET_pt'], produces=['half'], device=lambda ev, xp: ev.MET_pt / 2)\n"
+        "def half(ev):\n"
+        "    return ev.MET_pt / 2\n"
+        "proc.histogram('half', bins=10, range=(0, 50))\n"
+    )
+    report = tmp_path / "report.json"
+    rc = main(
+        [
+            "run",
+            str(analysis),
+            "--device",
+            "emulated",
+            "--device-split",
+            "fixed:50",
+            "--report",
+            str(report),
+            "-q",
+        ]
+    )
+    assert rc == 0
+    import json
+
+    half = json.loads(report.read_text())["devices"]["modules"]["half"]
+    assert (half["device_events"], half["host_events"], half["launches"]) == (2000, 2000, 4)

@@ -1,0 +1,92 @@
+"""The host/device split of a Python device module on the emulated device:
+throughput against static splits (``fixed:P``) and with the adaptive split.
+
+The host implementation costs ``--host-us`` per event (slept: the machine
+this was written on has 2 shared cores, so sleeping host work, like
+``bench/device.py --work sleep``, keeps the measured curve that of the
+model rather than of the machine's load); the emulated device costs its
+launch latency plus the bytes moved at ``--bandwidth-gbs``. Both implement
+the same numpy computation, and every run's products are checked equal.
+
+    .venv/bin/python bench/python_device.py [--events 200000] [--step 5000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+
+import evflow as ef
+from evflow.device import EmulatedDevice
+
+
+def _process(events: int, step: int, host_s: float, sums: list[tuple[int, float]]) -> ef.Process:
+    proc = ef.Process("split")
+    proc.source = ef.source.synthetic(events, step_size=step, seed=11)
+
+    def metxy_device(ev: Any, xp: Any) -> dict[str, Any]:
+        return {"met_x": ev.MET_pt * xp.cos(ev.MET_phi), "met_y": ev.MET_pt * xp.sin(ev.MET_phi)}
+
+    @proc.producer(consumes=["MET_pt", "MET_phi"], produces=["met_x", "met_y"], device=metxy_device)
+    def metxy(ev):
+        time.sleep(host_s * len(ev))
+        return {"met_x": ev.MET_pt * np.cos(ev.MET_phi), "met_y": ev.MET_pt * np.sin(ev.MET_phi)}
+
+    @proc.analyzer(consumes=["met_x", "met_y"])
+    def check(ev):
+        sums.append((ev.info.index, float(np.sum(ev.met_x, dtype=np.float64) + np.sum(ev.met_y))))
+
+    return proc
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--events", type=int, default=200_000)
+    ap.add_argument("--step", type=int, default=5_000)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--host-us", type=float, default=20.0, help="host cost per event, µs")
+    ap.add_argument("--latency-us", type=float, default=200.0, help="device launch latency, µs")
+    ap.add_argument("--bandwidth-gbs", type=float, default=0.0024, help="device transfer bandwidth")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=10, help="static splits every 100/STEPS %%")
+    args = ap.parse_args()
+
+    splits = [f"fixed:{p}" for p in range(0, 101, 100 // args.steps)] + ["adaptive"]
+    reference: list[tuple[int, float]] | None = None
+    rows = []
+    for split in splits:
+        rates, fractions = [], []
+        for _ in range(args.repeat):
+            sums: list[tuple[int, float]] = []
+            proc = _process(args.events, args.step, args.host_us * 1e-6, sums)
+            dev = EmulatedDevice(latency_us=args.latency_us, bandwidth_gbs=args.bandwidth_gbs)
+            r = proc.run(threads=args.threads, device=dev, device_split=split)
+            dev.close()
+            sums.sort()
+            if reference is None:
+                reference = sums
+            assert sums == reference, f"{split}: products differ from the first run's"
+            rates.append(r.throughput)
+            fractions.append(r.report["devices"]["modules"]["metxy"]["device_fraction"])
+        rows.append((split, statistics.median(rates), statistics.median(fractions)))
+        print(f"{split:>10}  {rows[-1][1]:>10,.0f} ev/s  final device fraction {rows[-1][2]:.2f}", flush=True)
+
+    static = rows[:-1]
+    best = max(static, key=lambda r: r[1])
+    host_only, device_only, adaptive = static[0][1], static[-1][1], rows[-1]
+    print()
+    print("| host only | device only | best static | adaptive (final split) | adaptive vs best |")
+    print("| --- | --- | --- | --- | --- |")
+    print(
+        f"| {host_only:,.0f} ev/s | {device_only:,.0f} ev/s | {best[1]:,.0f} ev/s ({best[0][6:]} %) "
+        f"| {adaptive[1]:,.0f} ev/s ({adaptive[2] * 100:.0f} %) | {(adaptive[1] / best[1] - 1) * 100:+.1f} % |"
+    )
+    print(f"best vs host-only {best[1] / host_only:.2f}×, best vs device-only {best[1] / device_only:.2f}×")
+
+
+if __name__ == "__main__":
+    main()
