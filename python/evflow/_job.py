@@ -415,6 +415,8 @@ def _choose_device(
         _evflow.SplitController(device_split, 1)
     except ValueError as e:
         raise ConfigurationError(str(e)) from None
+    if not (isinstance(device, Device) or device in (None, "auto", "cuda", "emulated", "none")):
+        select(device, [])  # the error naming the choices
     modules = [m for m in proc.modules.values() if m.device is not None]
     if not modules:
         return None, "", False

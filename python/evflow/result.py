@@ -90,6 +90,16 @@ class Result:
         ]
         if len(self.cutflow):
             lines.append(self.cutflow.table().rstrip())
+        devices = r.get("devices") or {}
+        if devices.get("notice"):
+            lines.append(devices["notice"])
+        for label, m in (devices.get("modules") or {}).items():
+            lines.append(
+                f"device module '{label}' on {devices['device']} ({m['split_mode']}, device fraction now "
+                f"{m['device_fraction']:.0%}): {m['host_events']} events on the host, {m['device_events']} on "
+                f"the device in {m['launches']} launches, {(m['bytes_in'] + m['bytes_out']) / 1e6:.1f} MB moved, "
+                f"device busy {m['device_s']:.3f} s"
+            )
         for path, rows in self.outputs.items():
             lines.append(f"wrote {rows} events to {path}")
         return "\n".join(lines)

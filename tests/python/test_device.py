@@ -290,3 +290,9 @@ def test_command_line_device_options(tmp_path: Any) -> None:
 
     half = json.loads(report.read_text())["devices"]["modules"]["half"]
     assert (half["device_events"], half["host_events"], half["launches"]) == (2000, 2000, 4)
+
+
+def test_summary_names_device_modules() -> None:
+    proc, _ = _process()
+    text = proc.run(threads=1, device="emulated", device_split="fixed:7").summary()
+    assert "device module 'metxy' on emulated (fixed:7, device fraction now 7%)" in text

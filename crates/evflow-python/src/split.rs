@@ -91,7 +91,8 @@ impl SplitController {
     fn mode(&self) -> String {
         match self.with(|c| c.mode()) {
             SplitMode::Adaptive => "adaptive".into(),
-            SplitMode::Fixed(p) => format!("fixed:{}", p * 100.0),
+            // Rounded so that "fixed:35" reads back as given (0.07 × 100 is not 7 in binary).
+            SplitMode::Fixed(p) => format!("fixed:{}", (p * 1e8).round() / 1e6),
         }
     }
 
