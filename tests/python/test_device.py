@@ -216,8 +216,8 @@ def test_adaptive_split_moves_to_the_faster_side() -> None:
     assert history[0]["device_fraction"] == 0.25
     assert len(history) > 1
     assert fraction < 0.1, history
-    # A host implementation of 40 µs per event against a fast device: toward the device.
-    proc, _ = _process(slow_host_s=40e-6)
+    # A host implementation of 100 µs per event against a fast device: toward the device.
+    proc, _ = _process(slow_host_s=100e-6)
     fast = EmulatedDevice(latency_us=0, transfer_latency_us=0, bandwidth_gbs=1000)
     fraction, history = _final_fraction(proc.run(threads=2, device=fast), "ht")
     assert len(history) > 1
