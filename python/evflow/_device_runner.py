@@ -16,16 +16,48 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import awkward as ak
 import numpy as np
 
 from . import _runtime as rt
-from .device import Device, Launch, LaunchStats
-from .errors import DeviceError
+from .device import Device, Launch, LaunchStats, select
+from .errors import ConfigurationError, DeviceError
+
+if TYPE_CHECKING:
+    from ._process import Process
 
 T_out = Any
+
+
+def choose_device(
+    proc: Process, device: str | Device | None, device_split: str
+) -> tuple[Device | None, str, bool]:
+    """The job's device, the notice to print, and whether the job made it
+    (and closes it)."""
+    from . import _evflow
+
+    try:
+        _evflow.SplitController(device_split, 1)
+    except ValueError as e:
+        raise ConfigurationError(str(e)) from None
+    if not (isinstance(device, Device) or device in (None, "auto", "cuda", "emulated", "none")):
+        select(device, [])  # the error naming the choices
+    modules = [m for m in proc.modules.values() if m.device is not None]
+    if not modules:
+        return None, "", False
+    dev, notice = select(device, [m.label for m in modules if m.device_required])
+    return dev, notice, not isinstance(device, Device)
+
+
+def report(device: Device | None, notice: str, runners: dict[str, SplitRunner]) -> dict[str, Any]:
+    """The ``devices`` section of a job's report."""
+    return {
+        "device": device.name if device is not None else None,
+        "notice": notice or None,
+        "modules": {label: r.report() for label, r in runners.items()},
+    }
 
 
 class DeviceEvents:

@@ -380,7 +380,7 @@ def run_process(
         )
     if on_error not in ("fail", "skip"):
         raise ConfigurationError(f"on_error must be 'fail' or 'skip', not {on_error!r}")
-    dev, notice, own_device = _choose_device(proc, device, device_split)
+    dev, notice, own_device = dr.choose_device(proc, device, device_split)
     try:
         plan = _Plan(proc, keep_parts=raw, device=dev, device_split=device_split, threads=threads)
         if notice:
@@ -401,27 +401,6 @@ def run_process(
     finally:
         if own_device and dev is not None:
             dev.close()
-
-
-def _choose_device(
-    proc: Process, device: str | Device | None, device_split: str
-) -> tuple[Device | None, str, bool]:
-    """The job's device, the notice to print, and whether the job made it
-    (and closes it)."""
-    from . import _evflow
-    from .device import Device, select
-
-    try:
-        _evflow.SplitController(device_split, 1)
-    except ValueError as e:
-        raise ConfigurationError(str(e)) from None
-    if not (isinstance(device, Device) or device in (None, "auto", "cuda", "emulated", "none")):
-        select(device, [])  # the error naming the choices
-    modules = [m for m in proc.modules.values() if m.device is not None]
-    if not modules:
-        return None, "", False
-    dev, notice = select(device, [m.label for m in modules if m.device_required])
-    return dev, notice, not isinstance(device, Device)
 
 
 def _run_plan(
@@ -556,11 +535,7 @@ def _run_plan(
     report["batches"] = len(res["batches"])
     report["events_processed"] = events
     if plan.split_runners or notice:
-        report["devices"] = {
-            "device": plan.device.name if plan.device is not None else None,
-            "notice": notice or None,
-            "modules": {label: r.report() for label, r in plan.split_runners.items()},
-        }
+        report["devices"] = dr.report(plan.device, notice, plan.split_runners)
     cutflow = build(
         [(p.name, [f.label for f in p.filters], p.reorderable) for p in proc.paths.values()],
         res["records"],
