@@ -101,6 +101,14 @@ class DeviceEvents:
     def weight(self) -> Any:
         return self._launch.to_device(self._events.weight)
 
+    def zip(self, prefix: str, *, with_name: str | None = None) -> ak.Array:
+        """As :meth:`evflow.Events.zip`, of the columns on the device."""
+        start = prefix + "_"
+        fields = {n[len(start) :]: self[n] for n in self.fields if n.startswith(start)}
+        if not fields:
+            raise KeyError(f"{self._events!r} consumes no column starting with '{start}'")
+        return ak.zip(fields, with_name=with_name)
+
     def __repr__(self) -> str:
         return f"<DeviceEvents on {self._launch.device.name}: {self._events!r}>"
 

@@ -21,7 +21,7 @@ HT_CUT, MET_CUT = 120.0, 25.0
 
 
 def _ht_device(ev: Any, xp: Any) -> Any:
-    return ak.sum(ev.Jet_pt, axis=1)  # awkward follows the array's backend
+    return ak.sum(ev.zip("Jet").pt, axis=1)  # awkward follows the array's backend
 
 
 def _metxy_device(ev: Any, xp: Any) -> dict[str, Any]:
