@@ -119,15 +119,19 @@ class Device:
             if not fut.set_running_or_notify_cancel():
                 continue
             launch = Launch(self)
+            error: BaseException | None = None
             try:
                 result = self._run(body, launch)
             except BaseException as e:
-                fut.set_exception(e)
+                error = e
+            # Counted before the waiting thread wakes: its split controller
+            # reads the busy time right after.
+            self.busy_s += launch.stats.busy_s
+            self.launches += 1
+            if error is not None:
+                fut.set_exception(error)
             else:
                 fut.set_result((result, launch.stats))
-            finally:
-                self.busy_s += launch.stats.busy_s
-                self.launches += 1
 
     def _run(self, body: Callable[[Launch], T], launch: Launch) -> T:
         t0 = time.perf_counter()
