@@ -120,6 +120,7 @@ class Device:
                 continue
             launch = Launch(self)
             error: BaseException | None = None
+            result: Any = None
             try:
                 result = self._run(body, launch)
             except BaseException as e:
