@@ -95,6 +95,11 @@ class Producer(Module):
         self.produces = _names(produces, f"produces of '{self.label}'")
         #: how the producer may run on a Dask worker (see evflow.remote)
         self.remote = remote
+        if remote is not None and self.device is not None:
+            raise ConfigurationError(
+                f"producer '{self.label}': remote= and device= cannot be combined (a batch runs either "
+                "on a Dask worker or split between this process's host and device)"
+            )
         if not self.produces:
             raise ConfigurationError(f"producer '{self.label}' declares no product (produces=[...])")
         for p in self.produces:

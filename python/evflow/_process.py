@@ -26,8 +26,8 @@ from .source import Source
 
 if TYPE_CHECKING:
     from ._runtime import Events
-    from .remote import Remote
     from .device import Device
+    from .remote import Remote
     from .result import Result
 
 

@@ -296,3 +296,14 @@ def test_summary_names_device_modules() -> None:
     proc, _ = _process()
     text = proc.run(threads=1, device="emulated", device_split="fixed:7").summary()
     assert "device module 'metxy' on emulated (fixed:7, device fraction now 7%)" in text
+
+
+def test_remote_and_device_are_exclusive() -> None:
+    proc = ef.Process("both")
+    with pytest.raises(ef.ConfigurationError, match="remote= and device= cannot be combined"):
+
+        @proc.producer(
+            consumes=["MET_pt"], produces=["y"], device=lambda ev, xp: ev.MET_pt, remote=ef.remote.Remote()
+        )
+        def y(ev):
+            return ev.MET_pt
