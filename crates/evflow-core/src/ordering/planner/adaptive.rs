@@ -18,6 +18,10 @@ use crate::schedule::OrderChange;
 
 use crate::ordering::model::Joint;
 
+/// A possible gain keeps the sampling at its full budget only when it
+/// exceeds this many budgets (the most the extra samples can cost).
+const CONTEST_BUDGETS: f64 = 2.0;
+
 impl OrderingPlanner {
     pub(super) fn checkpoint(&self, d: &Dyn, n_obs: u64) {
         let Ok(mut st) = d.state.try_lock() else {
@@ -199,6 +203,7 @@ impl OrderingPlanner {
         let mut changed = false;
         let mut in_force = cur.clone();
         let mut cost = cur_cost;
+        st.contested = 0;
         if samples.len() >= MIN_SAMPLES_TO_REORDER {
             let (order, method) = match &d.ideals {
                 Some(ideals) => {
@@ -272,6 +277,15 @@ impl OrderingPlanner {
                 }
                 cost = new_cost;
                 changed = true;
+            } else if gain > (t.min_gain + CONTEST_BUDGETS * t.sample_budget) * cur_seq
+                && sigma_pass > SWITCH_Z * sigma_costs
+            {
+                // Worth switching to if the pass table is right (by more than
+                // the extra sampling costs), and it is the pass table, not
+                // the timings, that leaves it unproven: keep sampling at the
+                // full budget, which answers the question, rather than
+                // settle on a guess.
+                st.contested = prefix_differs(&cur_order, &order);
             }
         }
         st.cost_note = None;
@@ -308,7 +322,11 @@ impl OrderingPlanner {
             st.stable = 0;
             st.interval = t.min_interval.max(1);
         } else {
-            st.stable += 1;
+            // An open question between two orders keeps the full sampling
+            // budget (`stable_factor`) until more samples answer it.
+            if st.contested == 0 {
+                st.stable += 1;
+            }
             st.interval = (st.interval * 2).min(t.max_interval.max(1));
         }
         st.next_decision = n_obs + st.interval;

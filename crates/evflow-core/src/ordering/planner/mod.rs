@@ -173,6 +173,7 @@ impl OrderingPlanner {
                         cost_note: None,
                         drift: DriftState::default(),
                         stable: 0,
+                        contested: 0,
                         archive: Vec::new(),
                     }),
                     attributed,

@@ -151,6 +151,25 @@ pub(super) fn gap_sigma(pm: &PassModel, se: &[f64], a: &[usize], b: &[usize]) ->
         .sqrt()
 }
 
+/// The steps preceded by a different set of steps in order `a` than in
+/// order `b`: those whose pass rates on the events reaching them decide
+/// which of the two costs less.
+pub(super) fn prefix_differs(a: &[usize], b: &[usize]) -> u64 {
+    let prefixes = |order: &[usize]| {
+        let mut before = vec![0u64; order.len()];
+        let mut seen = 0u64;
+        for &j in order {
+            before[j] = seen;
+            seen |= 1 << j;
+        }
+        before
+    };
+    let (pa, pb) = (prefixes(a), prefixes(b));
+    (0..a.len())
+        .filter(|&j| pa[j] != pb[j])
+        .fold(0u64, |m, j| m | 1 << j)
+}
+
 /// Per pair of steps `(k, j)`: the samples in which `k` rejected the event
 /// and `j` was measured too, and those in which `j` then passed. An
 /// undecided step of a sample is imputed from the samples that measured it

@@ -172,6 +172,10 @@ pub(super) struct State {
     pub(super) drift: DriftState,
     /// Decisions in a row that kept the order (after learning).
     pub(super) stable: u32,
+    /// Steps whose place differs between the order in force and a better
+    /// looking one whose gain is still within its uncertainty: sampled
+    /// more (see `set_rates`) until the two can be told apart.
+    pub(super) contested: u64,
     /// Stop counts of the orders in force before the current one (most
     /// recent last; merged by order), since the last drift.
     pub(super) archive: Vec<Epoch>,
