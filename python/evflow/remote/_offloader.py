@@ -314,12 +314,7 @@ class Offloader:
             if self._claim(req):
                 self._fault(req, e)
             return
-        req.future = fut
-        with self.lock:
-            self.stats["remote_requests"] += 1
-            self.stats["bytes_sent"] += sum(it.nbytes for it in req.items)
-            self.stats["max_batches_per_request"] = max(self.stats["max_batches_per_request"], len(req.items))
-        fut.add_done_callback(lambda f, req=req: self._answer(req, f))
+        self._sent(req, fut)
 
     def _call_actor(self, req: Request, payloads: list[tuple[int, Any]]) -> None:
         """Calls the least busy live actor, on the client's event loop."""
@@ -342,6 +337,10 @@ class Offloader:
             return await pending
 
         fut = asyncio.run_coroutine_threadsafe(call(), self.client.loop.asyncio_loop)
+        self._sent(req, fut)
+
+    def _sent(self, req: Request, fut: Any) -> None:
+        """Counts a request that was sent and answers it when ``fut`` is done."""
         req.future = fut
         with self.lock:
             self.stats["remote_requests"] += 1
