@@ -60,7 +60,7 @@ def report(device: Device | None, notice: str, runners: dict[str, SplitRunner]) 
     }
 
 
-class DeviceEvents:
+class DeviceEvents(rt.ItemAttributes):
     """The events of the device part of a batch, as a device implementation
     sees them: ``ev.name`` is the column moved to the device (an ``xp``
     array; jagged columns are awkward arrays on the device's backend).
@@ -77,14 +77,6 @@ class DeviceEvents:
         if name not in self._cache:
             self._cache[name] = self._launch.to_device(self._events[name])
         return self._cache[name]
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        try:
-            return self[name]
-        except KeyError as e:
-            raise AttributeError(e.args[0]) from None
 
     def __len__(self) -> int:
         return len(self._events)

@@ -105,7 +105,25 @@ def align(value: Any, have: Selection, want: Selection) -> Any:
     return value[np.searchsorted(have, want)]
 
 
-class Events:
+class ItemAttributes:
+    """Reads ``obj.name`` as ``obj["name"]`` (a missing name is an
+    ``AttributeError`` with the ``KeyError``'s message)."""
+
+    __slots__ = ()
+
+    def __getitem__(self, name: str) -> Any:
+        raise NotImplementedError
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            return self[name]
+        except KeyError as e:
+            raise AttributeError(e.args[0]) from None
+
+
+class Events(ItemAttributes):
     """The events of one batch that a module sees: the selected events of the
     columns and products it declared in ``consumes``.
 
@@ -157,14 +175,6 @@ class Events:
             )
         self._cache[name] = out
         return out
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        try:
-            return self[name]
-        except KeyError as e:
-            raise AttributeError(e.args[0]) from None
 
     def __contains__(self, name: str) -> bool:
         return name in self._names
