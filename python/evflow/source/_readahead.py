@@ -116,6 +116,20 @@ class ReadBalancer:
             return 1 << 20
         return max(2, int(self.memory // bytes_per_batch))
 
+    def _measured(
+        self, stats: dict[str, Any], rate: float, starving: float, ahead: float, per_batch: float
+    ) -> dict[str, Any]:
+        """The measurements of one interval, as a :attr:`history` record starts."""
+        return {
+            "checkpoint": int(stats.get("checkpoint", len(self.history) + 1)),
+            "batches": self._batches,
+            "events": self._events,
+            "rate": rate,
+            "starving": starving,
+            "ahead": ahead,
+            "bytes_per_batch": per_batch,
+        }
+
     def checkpoint(self, stats: dict[str, Any]) -> tuple[int, int, int]:
         """Takes one interval's measurements; returns ``(workers, depth, interval)``."""
         wall = max(float(stats.get("wall_s", 0.0)), 1e-9)
@@ -145,13 +159,7 @@ class ReadBalancer:
                 self.interval = min(self.interval * 2, self.max_interval)
             self.history.append(
                 {
-                    "checkpoint": int(stats.get("checkpoint", len(self.history) + 1)),
-                    "batches": self._batches,
-                    "events": self._events,
-                    "rate": rate,
-                    "starving": starving,
-                    "ahead": ahead,
-                    "bytes_per_batch": per_batch,
+                    **self._measured(stats, rate, starving, ahead, per_batch),
                     "workers": self.workers,
                     "depth": self.depth,
                     "action": "warm-up" if warming else "measure longer",
@@ -234,13 +242,7 @@ class ReadBalancer:
             self.settled_events = self._events
         self.history.append(
             {
-                "checkpoint": int(stats.get("checkpoint", len(self.history) + 1)),
-                "batches": self._batches,
-                "events": self._events,
-                "rate": rate,
-                "starving": starving,
-                "ahead": ahead,
-                "bytes_per_batch": per_batch,
+                **self._measured(stats, rate, starving, ahead, per_batch),
                 "decode_s_per_batch": float(stats.get("decode_s", 0.0)) / batches if batches else 0.0,
                 "build_s_per_batch": float(stats.get("build_s", 0.0)) / batches if batches else 0.0,
                 "workers": before[0],
