@@ -103,22 +103,42 @@ impl Producer for PyProducer {
                 .runner
                 .bind(py)
                 .call1((batch.data.bind(py), sel_arg, inputs))?;
-            let values: Vec<Py<PyAny>> = out.extract()?;
-            if values.len() != self.produces.len() {
-                return Err(Failure::Engine(ModuleError::msg(format!(
-                    "producer runner returned {} values for {} products",
-                    values.len(),
-                    self.produces.len()
-                ))));
-            }
-            for (name, value) in self.produces.iter().zip(values) {
-                let sel = live.as_ref().map(|s| s.clone_ref(py));
-                ev.put(name, PyProduct { sel, value })
-                    .map_err(Failure::Engine)?;
-            }
-            Ok(())
+            put_products(
+                py,
+                ev,
+                &self.produces,
+                live.as_ref(),
+                &out,
+                "producer runner",
+            )
         })
     }
+}
+
+/// Puts the values that `out` (a sequence, returned by `who`) holds as the
+/// products `produces`, each computed on the events `live` (`None`: all).
+pub(crate) fn put_products(
+    py: Python<'_>,
+    ev: &Event<'_>,
+    produces: &[String],
+    live: Option<&Py<PyAny>>,
+    out: &Bound<'_, PyAny>,
+    who: &str,
+) -> Result<(), Failure> {
+    let values: Vec<Py<PyAny>> = out.extract()?;
+    if values.len() != produces.len() {
+        return Err(Failure::Engine(ModuleError::msg(format!(
+            "{who} returned {} values for {} products",
+            values.len(),
+            produces.len()
+        ))));
+    }
+    for (name, value) in produces.iter().zip(values) {
+        let sel = live.map(|s| s.clone_ref(py));
+        ev.put(name, PyProduct { sel, value })
+            .map_err(Failure::Engine)?;
+    }
+    Ok(())
 }
 
 /// One occurrence of a Python filter on a path:

@@ -16,8 +16,7 @@ use std::sync::Mutex;
 use evflow_core::{Completion, Event, ModuleError, ModuleResult, Producer, Transitions};
 use pyo3::prelude::*;
 
-use crate::batch::PyProduct;
-use crate::modules::{Failure, PyCall};
+use crate::modules::{PyCall, put_products};
 
 /// The completion handle of one batch's external work, as a Python object:
 /// `done.finish()` or `done.fail(message)`, at most once (later calls
@@ -158,20 +157,7 @@ impl Producer for PyRemoteProducer {
                 .offloader
                 .bind(py)
                 .call_method1("produce", (token.bind(py),))?;
-            let values: Vec<Py<PyAny>> = out.extract()?;
-            if values.len() != self.produces.len() {
-                return Err(Failure::Engine(ModuleError::msg(format!(
-                    "offloader returned {} values for {} products",
-                    values.len(),
-                    self.produces.len()
-                ))));
-            }
-            for (name, value) in self.produces.iter().zip(values) {
-                let sel = live.as_ref().map(|s| s.clone_ref(py));
-                ev.put(name, PyProduct { sel, value })
-                    .map_err(Failure::Engine)?;
-            }
-            Ok(())
+            put_products(py, ev, &self.produces, live.as_ref(), &out, "offloader")
         })
     }
 }
