@@ -7,7 +7,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use evflow_core::{Event, ModuleDesc, ModuleResult};
-use evflow_workloads::{Timing, mix};
+use evflow_workloads::{Timing, consumed_digest, event_key, mix};
 
 use crate::context::{DeviceContext, DeviceModel};
 use crate::device::DeviceError;
@@ -107,22 +107,6 @@ fn hash_str(s: &str) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     s.hash(&mut h);
     h.finish()
-}
-
-fn event_key(ev: &Event<'_>) -> u64 {
-    let id = ev.id();
-    mix(mix(u64::from(id.run) << 32 | u64::from(id.lumi)) ^ id.event)
-}
-
-/// The digest of the consumed `u64` products, as the core synthetic modules
-/// compute it.
-fn consumed_digest(ev: &Event<'_>) -> ModuleResult<u64> {
-    let mut acc = 0u64;
-    for i in 0..ev.consumes_len() {
-        let v = ev.try_get_nth::<u64>(i)?.copied().unwrap_or(i as u64);
-        acc = acc.wrapping_add(mix(v ^ i as u64));
-    }
-    Ok(acc)
 }
 
 impl Module {

@@ -35,8 +35,8 @@ pub mod timing;
 
 pub use evflow_core::hash::mix;
 pub use modules::{
-    Tally, analyzer, analyzer_with_tally, cloned_producer, correlated_decision, drifting_decision,
-    filter, filter_with_decision, fraction_decision, output_with_tally, passes, passes_id,
-    producer,
+    Tally, analyzer, analyzer_with_tally, cloned_producer, consumed_digest, correlated_decision,
+    drifting_decision, event_key, filter, filter_with_decision, fraction_decision,
+    output_with_tally, passes, passes_id, producer,
 };
 pub use timing::{Timing, Work, busy_iterations_per_second, busy_work, sleep_work};

@@ -22,7 +22,8 @@ fn hash_str(s: &str) -> u64 {
     h.finish()
 }
 
-fn event_key(ev: &Event<'_>) -> u64 {
+/// A well-mixed 64-bit key of an event's id (run, lumi and event number).
+pub fn event_key(ev: &Event<'_>) -> u64 {
     id_key(ev.id())
 }
 
@@ -32,7 +33,7 @@ fn id_key(id: EventId) -> u64 {
 
 /// Combines every consumed `u64` product (products of other types count
 /// by position only).
-fn consumed_digest(ev: &Event<'_>) -> ModuleResult<u64> {
+pub fn consumed_digest(ev: &Event<'_>) -> ModuleResult<u64> {
     let mut acc = 0u64;
     for i in 0..ev.consumes_len() {
         let v = ev.try_get_nth::<u64>(i)?.copied().unwrap_or(i as u64);
