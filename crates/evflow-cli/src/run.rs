@@ -120,10 +120,15 @@ pub(crate) fn run_python_analysis() -> Result<(), String> {
                 .map(|v| std::path::Path::new(&v).join("bin").join("python"))
         })
         .unwrap_or_else(|| "python3".into());
-    let forwarded: Vec<std::ffi::OsString> = std::env::args_os().skip(2).collect();
-    let status = std::process::Command::new(&python)
-        .args(["-m", "evflow", "run"])
-        .args(&forwarded)
+    // Without this probe a missing package shows as Python's bare "No module
+    // named evflow"; the probe only locates the package (no import), ~30 ms.
+    let found = std::process::Command::new(&python)
+        .args([
+            "-c",
+            "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('evflow') else 3)",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
         .status()
         .map_err(|e| {
             format!(
@@ -132,6 +137,19 @@ pub(crate) fn run_python_analysis() -> Result<(), String> {
                 python.display()
             )
         })?;
+    if found.code() == Some(3) {
+        return Err(format!(
+            "the evflow Python package is not installed for {} (install it with \
+             ./scripts/setup.sh and activate .venv, or set EVFLOW_PYTHON to a Python that has it)",
+            python.display()
+        ));
+    }
+    let forwarded: Vec<std::ffi::OsString> = std::env::args_os().skip(2).collect();
+    let status = std::process::Command::new(&python)
+        .args(["-m", "evflow", "run"])
+        .args(&forwarded)
+        .status()
+        .map_err(|e| format!("cannot start {}: {e}", python.display()))?;
     match status.code() {
         Some(0) => Ok(()),
         Some(code) => std::process::exit(code),
