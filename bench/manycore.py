@@ -61,20 +61,23 @@ def bench_overhead(reps: int, baseline: Path | None) -> None:
     """ns per module execution at --time-scale 0, 1 and 2 threads."""
     config = WORKLOADS["hipileup"]
     binaries = [("current", EVFLOW)] + ([("baseline", baseline)] if baseline else [])
-    print("framework alone (hipileup, --time-scale 0, 4000 events, events in flight = 2 x threads)")
-    for threads in (1, 2):
+    print(f"framework alone (hipileup, --time-scale 0, {EVENTS} events, events in flight = 2 x threads)")
+    base_rate: dict[str, float] = {}
+    for threads in THREADS_OVERHEAD:
         ns: dict[str, list[float]] = {name: [] for name, _ in binaries}
         rate: dict[str, list[float]] = {name: [] for name, _ in binaries}
         for _ in range(reps):
             for name, binary in binaries:
                 args = ["--time-scale", "0", "--threads", str(threads)]
-                args += ["--events-in-flight", str(2 * threads), "--events", "4000"]
+                args += ["--events-in-flight", str(2 * threads), "--events", str(EVENTS)]
                 r = run(binary, config, *args)
                 ns[name].append(r["wall_s"] * 1e9 / r["module_executions"])
                 rate[name].append(r["throughput_ev_s"])
         for name, _ in binaries:
+            base_rate.setdefault(name, median(rate[name]))
             print(
                 f"  {threads} thread(s) {name:>8}: {median(ns[name]):7.1f} ns/module, {median(rate[name]):8.1f} events/s"
+                f"  ({median(rate[name]) / base_rate[name]:.2f}x of {THREADS_OVERHEAD[0]} thread)"
             )
         if baseline:
             print(
@@ -115,23 +118,29 @@ def bench_scaling(reps: int, baseline: Path | None) -> None:
     Modules sleep (``--work sleep``): on a small, shared machine sleeping
     threads emulate cores, so rows above the machine's core count measure the
     scheduling, not a real many-core CPU (see docs/performance.md)."""
-    threads = (1, 2, 4, 8, 16)
-    print("scaling (modules sleep their configured time x0.001; events in flight = 2 x threads)")
+    threads = THREADS_SCALING
+    print(f"scaling (modules {WORK} their configured time x0.001; events in flight = 2 x threads)")
     print("  predicted A: configured times; B: times measured by a sequential run (--times-from)")
     for name, config in WORKLOADS.items():
-        n = "100" if name == "hipileup" else "400"
-        common = ["--time-scale", "0.001", "--work", "sleep", "--events", n]
+        n = 100 if name == "hipileup" else 400
+        common = ["--time-scale", "0.001", "--work", WORK]
+
+        def events(t: int, n: int = n) -> list[str]:
+            # More threads get more events, so that filling and draining the
+            # events in flight stay a small part of each run.
+            return ["--events", str(n * max(1, t // 2))]
+
         measured: dict[int, list[float]] = {t: [] for t in threads}
-        run(EVFLOW, config, *common, "--executor", "sequential")
+        run(EVFLOW, config, *common, *events(1), "--executor", "sequential")
         seq_report = OUT / f"r{_count}.json"
         for _ in range(reps):
             for t in threads:
-                args = ["--threads", str(t), "--events-in-flight", str(2 * t)]
+                args = [*events(t), "--threads", str(t), "--events-in-flight", str(2 * t)]
                 measured[t].append(run(EVFLOW, config, *common, *args)["throughput_ev_s"])
-        print(f"  {name} ({n} events):")
+        print(f"  {name} ({n} events x max(1, threads / 2)):")
         for t in threads:
             k = str(2 * t)
-            sim = ["--cores", str(t), "--events-in-flight", k]
+            sim = [*events(t), "--cores", str(t), "--events-in-flight", k]
             a = simulate(config, *common, *sim)["report"]["throughput_ev_s"]
             b = simulate(config, *common, *sim, "--times-from", str(seq_report))["report"]["throughput_ev_s"]
             m = median(measured[t])
@@ -140,6 +149,11 @@ def bench_scaling(reps: int, baseline: Path | None) -> None:
                 f"   B {b:8.2f} ({m / b - 1:+.1%}) events/s"
             )
 
+
+THREADS_OVERHEAD: tuple[int, ...] = (1, 2)
+THREADS_SCALING: tuple[int, ...] = (1, 2, 4, 8, 16)
+EVENTS = 4000
+WORK = "sleep"
 
 BENCHES = {"overhead": bench_overhead, "lumis": bench_lumis, "scaling": bench_scaling}
 
@@ -151,11 +165,22 @@ def main() -> int:
     parser.add_argument("--only", default="overhead,lumis,scaling")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--baseline", type=Path, help="another evflow binary to compare with (overhead)")
+    parser.add_argument("--threads", type=int, nargs="+", help="thread counts (overhead: 1 2; scaling: 1..16)")
+    parser.add_argument("--events", type=int, default=4000, help="events of the overhead runs")
+    parser.add_argument(
+        "--work", choices=["sleep", "busy"], default="sleep", help="scaling: how modules spend their time"
+    )
+    parser.add_argument("--no-build", action="store_true", help="use target/release/evflow as it is")
     args = parser.parse_args()
+    global THREADS_OVERHEAD, THREADS_SCALING, EVENTS, WORK
+    if args.threads:
+        THREADS_OVERHEAD = THREADS_SCALING = tuple(args.threads)
+    EVENTS, WORK = args.events, args.work
     if not DATA.is_dir():
         print(f"the CMS workloads are not in {DATA}: nothing to measure")
         return 0
-    subprocess.run(["cargo", "build", "--release", "-q", "-p", "evflow-cli"], cwd=ROOT, check=True)
+    if not args.no_build:
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "evflow-cli"], cwd=ROOT, check=True)
     for name in args.only.split(","):
         BENCHES[name](args.reps, args.baseline)
     return 0
