@@ -14,6 +14,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+// Many threads allocate and free small scheduling objects (rayon's task
+// boxes, follow-up lists) on one another's behalf; glibc's malloc then
+// contends on its arenas. See docs/performance.md (many cores).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "evflow",

@@ -102,7 +102,7 @@ impl Engine {
                 return Err(format!("the source put product '{instance}' twice in {id}"));
             }
         }
-        *lock(&self.slot_data[slot]) = Some(Arc::new(data));
+        self.slot_data[slot].store(Some(Arc::new(data)));
         Ok(())
     }
 
@@ -117,9 +117,8 @@ impl Engine {
         submit: &Arc<dyn Submit>,
         thread: usize,
     ) {
-        let data = lock(&self.slot_data[slot])
-            .clone()
-            .expect("event data of a running slot");
+        let guard = self.slot_data[slot].load();
+        let data: &Arc<EventData> = guard.as_ref().expect("event data of a running slot");
         if self.coordinator.is_aborting() {
             // Cancelled: the job is stopping.
             self.coordinator
@@ -130,7 +129,7 @@ impl Engine {
             self.end_stall(slot, module, data.id, thread);
         }
         let event = crate::event::Event {
-            data: &data,
+            data,
             graph: &self.graph,
             module,
         };
@@ -166,14 +165,10 @@ impl Engine {
                 }
             }
         }));
-        let stats = &self.stats[module];
         let elapsed = t0.elapsed();
-        if phase != Phase::Produce {
-            stats.calls.fetch_add(1, Ordering::Relaxed);
-        }
-        stats
-            .run_ns
-            .fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
+        let calls = u64::from(phase != Phase::Produce);
+        self.counts
+            .record(thread, module, calls, elapsed.as_nanos() as u64);
         let planner = self.coordinator.planner();
         if planner.wants_cost(module) {
             planner.observe_cost(module, elapsed.as_secs_f64());

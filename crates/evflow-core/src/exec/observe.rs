@@ -99,12 +99,13 @@ impl Engine {
             .modules
             .iter()
             .zip(&self.stats)
-            .map(|(node, s)| ModuleReport {
+            .enumerate()
+            .map(|(m, (node, s))| ModuleReport {
                 label: node.label.clone(),
                 kind: node.kind.to_string(),
                 concurrency: node.concurrency.to_string(),
-                calls: s.calls.load(Ordering::Relaxed),
-                run_s: s.run_ns.load(Ordering::Relaxed) as f64 * 1e-9,
+                calls: self.counts.calls(m),
+                run_s: self.counts.run_ns(m) as f64 * 1e-9,
                 wait_s: s.wait_ns.load(Ordering::Relaxed) as f64 * 1e-9,
                 queue_s: s.queue_ns.load(Ordering::Relaxed) as f64 * 1e-9,
                 failures: s.failures.load(Ordering::Relaxed),
@@ -169,7 +170,8 @@ impl Engine {
 
 impl Observer for Engine {
     fn step_counts(&self, slot: usize, module: ModuleIdx) -> Option<(u64, u64)> {
-        lock(&self.slot_data[slot])
+        self.slot_data[slot]
+            .load()
             .as_ref()
             .and_then(|data| data.step_counts[module].get().copied())
     }
@@ -179,7 +181,7 @@ impl Observer for Engine {
     }
 
     fn end_path_started(&self, slot: usize, state: &EventState) {
-        if let Some(data) = &*lock(&self.slot_data[slot]) {
+        if let Some(data) = &*self.slot_data[slot].load() {
             let accepted = state
                 .path_status()
                 .iter()
@@ -192,7 +194,7 @@ impl Observer for Engine {
     }
 
     fn event_finished(&self, slot: usize, state: &EventState) {
-        let data = lock(&self.slot_data[slot]).take();
+        let data = self.slot_data[slot].swap(None);
         if state.failed() {
             return;
         }
