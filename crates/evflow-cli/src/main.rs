@@ -186,7 +186,23 @@ pub struct RunArgs {
     pub trace: Option<PathBuf>,
 }
 
+/// Lets a closed pipe end the command quietly, as it ends other Unix tools
+/// (`evflow simulate ... | head`): Rust starts programs with SIGPIPE
+/// ignored, which turns every later print into a panic.
+#[cfg(unix)]
+fn default_sigpipe() {
+    // SAFETY: `signal` with SIG_DFL only changes this process's disposition
+    // of SIGPIPE; it runs first in `main`, before any other thread exists,
+    // and installs no handler code. Tested by
+    // tests/cli.rs::a_closed_pipe_ends_the_command_quietly.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    #[cfg(unix)]
+    default_sigpipe();
     // `evflow run analysis.py ...` takes the Python runner's options too
     // (`--input`, `--processes`, `--scheduler`, ...): hand it over unparsed.
     let argv: Vec<std::ffi::OsString> = std::env::args_os().take(3).collect();

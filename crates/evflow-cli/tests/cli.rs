@@ -654,3 +654,29 @@ fn second_signal_ends_the_run_at_once() {
     assert!(started.elapsed().as_secs() < 20, "did not abort at once");
     assert!(!report.exists(), "an aborted run writes no report");
 }
+
+/// `evflow simulate ... | head -1`: the command ends when the reader has
+/// closed the pipe, without a panic message.
+#[cfg(unix)]
+#[test]
+fn a_closed_pipe_ends_the_command_quietly() {
+    use std::process::Stdio;
+
+    let config = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/configs/demo.toml"
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_evflow"))
+        .args(["simulate", config, "--cores", "4"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the evflow binary runs");
+    // The reader is gone before the command prints its first line (it reads
+    // and simulates the job first).
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_ne!(out.status.code(), Some(101), "{err}");
+}
