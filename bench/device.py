@@ -413,7 +413,9 @@ def main() -> None:
     ap.add_argument("--batch", type=int, help="CUDA bathtub: --device-batch (default: evflow's)")
     ap.add_argument("--stencil-size", type=int, default=65536, help="CUDA: stencil elements per event")
     ap.add_argument("--nbody-size", type=int, default=128, help="CUDA: nbody particles per event")
-    ap.add_argument("--overlap-size", type=int, default=1 << 20, help="CUDA overlap: stencil elements per event")
+    ap.add_argument(
+        "--overlap-size", type=int, default=1 << 20, help="CUDA overlap: stencil elements per event"
+    )
     args = ap.parse_args()
     if args.evflow:
         EVFLOW = args.evflow.resolve()
