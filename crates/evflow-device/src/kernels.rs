@@ -404,54 +404,59 @@ pub fn compute_device(
     build(model, module, (consumes, produces), context)
 }
 
+/// A CUDA source with the ABI's entry point: `defines`, then the entry
+/// point, which finds its invocation `e` and lane (`size` threads per
+/// invocation, [`Kernel::threads_per_invocation`]) and runs `body`.
+macro_rules! cuda_kernel {
+    ($defines:literal, $body:literal) => {
+        concat!(
+            $defines,
+            r#"extern "C" __global__ void evflow_kernel(const unsigned char* in, const unsigned long long* ins,
+                                         unsigned char* out, const unsigned long long* outs,
+                                         unsigned long long n, unsigned long long size) {
+    unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned long long e = tid / size;
+    unsigned long long lane = tid % size;
+    if (e >= n) return;
+"#,
+            $body,
+            "}\n"
+        )
+    };
+}
+
 /// CUDA source of the stencil: one thread per element. The thread works
 /// on a window of `2 × SWEEPS + 1` values around its element and
 /// recomputes the earlier sweeps over the shrinking window (zero outside
 /// the range, as the host twin's padding), with the host twin's operation
 /// order.
-const STENCIL_CUDA: &str = r#"
-#define SWEEPS 2
-#define W0 0.25f
-#define W1 0.5f
-#define W2 0.25f
-extern "C" __global__ void evflow_kernel(const unsigned char* in, const unsigned long long* ins,
-                                         unsigned char* out, const unsigned long long* outs,
-                                         unsigned long long n, unsigned long long size) {
-    unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
-    unsigned long long e = tid / size;
-    long long lane = (long long)(tid % size);
-    if (e >= n) return;
-    long long count = (long long)((ins[e + 1] - ins[e]) / 4);
-    if (lane >= count) return;
+const STENCIL_CUDA: &str = cuda_kernel!(
+    "#define SWEEPS 2\n#define W0 0.25f\n#define W1 0.5f\n#define W2 0.25f\n",
+    r#"    long long count = (long long)((ins[e + 1] - ins[e]) / 4);
+    long long i = (long long)lane;
+    if (i >= count) return;
     const float* a = (const float*)(in + ins[e]);
     float w[2 * SWEEPS + 1], next[2 * SWEEPS + 1];
     for (int k = 0; k <= 2 * SWEEPS; ++k) {
-        long long j = lane - SWEEPS + k;
+        long long j = i - SWEEPS + k;
         w[k] = (j >= 0 && j < count) ? a[j] : 0.0f;
     }
     for (int s = 1; s <= SWEEPS; ++s) {
         for (int k = s; k <= 2 * SWEEPS - s; ++k) {
-            long long j = lane - SWEEPS + k;
+            long long j = i - SWEEPS + k;
             next[k] = (j >= 0 && j < count) ? W0 * w[k - 1] + W1 * w[k] + W2 * w[k + 1] : 0.0f;
         }
         for (int k = s; k <= 2 * SWEEPS - s; ++k) w[k] = next[k];
     }
-    ((float*)(out + outs[e]))[lane] = w[SWEEPS];
-}
-"#;
+    ((float*)(out + outs[e]))[i] = w[SWEEPS];
+"#
+);
 
 /// CUDA source of the n-body kernel: one thread per particle, the host
 /// twin's operation order.
-const NBODY_CUDA: &str = r#"
-#define EPS2 0.01f
-extern "C" __global__ void evflow_kernel(const unsigned char* in, const unsigned long long* ins,
-                                         unsigned char* out, const unsigned long long* outs,
-                                         unsigned long long n, unsigned long long size) {
-    unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
-    unsigned long long e = tid / size;
-    unsigned long long i = tid % size;
-    if (e >= n) return;
-    unsigned long long count = (ins[e + 1] - ins[e]) / 16;
+const NBODY_CUDA: &str = cuda_kernel!(
+    "#define EPS2 0.01f\n",
+    r#"    unsigned long long count = (ins[e + 1] - ins[e]) / 16, i = lane;
     if (i >= count) return;
     const float* p = (const float*)(in + ins[e]);
     float xi = p[4 * i], yi = p[4 * i + 1], zi = p[4 * i + 2];
@@ -471,8 +476,8 @@ extern "C" __global__ void evflow_kernel(const unsigned char* in, const unsigned
     o[3 * i] = ax;
     o[3 * i + 1] = ay;
     o[3 * i + 2] = az;
-}
-"#;
+"#
+);
 
 #[cfg(test)]
 mod tests {
@@ -486,6 +491,10 @@ mod tests {
             assert!(STENCIL_CUDA.contains(&format!("#define W{k} {w:?}f\n")));
         }
         assert!(NBODY_CUDA.contains(&format!("#define EPS2 {EPS2:?}f\n")));
+        for source in [STENCIL_CUDA, NBODY_CUDA] {
+            assert!(source.contains("void evflow_kernel("), "{source}");
+            assert!(source.ends_with("}\n"), "{source}");
+        }
     }
 
     /// A direct (unpadded, sweep by sweep) stencil gives the same bits.

@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, mpsc};
 
-use evflow_core::{EmptySource, ErrorPolicy, ExecutorKind, Process, RunOptions, run};
+use evflow_core::{EmptySource, Process, RunOptions, run};
 use evflow_device::*;
 use evflow_workloads::{self as synthetic, Tally, Timing};
 
@@ -33,17 +33,16 @@ fn job(ctx: &DeviceContext, spec: ComputeDevice) -> (Process, Tally) {
     (p, tally)
 }
 
+/// Batches of at most 4 events, 8 events in flight.
 fn options(split: SplitMode) -> DeviceOptions {
-    DeviceOptions {
+    let mut options = DeviceOptions {
         split,
-        combine: CombinePolicy {
-            max_events: 4,
-            timeout_s: 300e-6,
-        },
         events_in_flight: 8,
         host_threads: 2,
         ..DeviceOptions::default()
-    }
+    };
+    options.combine.max_events = 4;
+    options
 }
 
 fn run_job(ctx: &DeviceContext, spec: ComputeDevice) -> u64 {
@@ -51,8 +50,6 @@ fn run_job(ctx: &DeviceContext, spec: ComputeDevice) -> u64 {
     let opts = RunOptions {
         threads: 2,
         events_in_flight: 8,
-        executor: ExecutorKind::Threaded,
-        on_error: ErrorPolicy::Fail,
         ..RunOptions::default()
     };
     run(p, &opts).unwrap();
