@@ -206,6 +206,17 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy> Staged<T> {
         Ok(())
     }
 
+    /// Queues zeroing the first `len` elements of the device buffer (a
+    /// kernel's output bytes it does not write are 0, not a previous
+    /// launch's).
+    fn zeroed(&mut self, stream: &Arc<CudaStream>, len: usize) -> Result<(), DriverError> {
+        let (_, device) = self.reserve(stream, len)?;
+        if len > 0 {
+            stream.memset_zeros(&mut device.slice_mut(..len))?;
+        }
+        Ok(())
+    }
+
     /// Queues the copy of the first `len` elements of the device buffer
     /// into the pinned buffer on `stream`.
     fn download(&mut self, stream: &Arc<CudaStream>, len: usize) -> Result<(), DriverError> {
@@ -327,7 +338,7 @@ impl Worker {
             .upload(&stream, &offsets(&launch.out_offsets))
             .map_err(err)?;
         self.output
-            .reserve(&stream, launch.bytes_out())
+            .zeroed(&stream, launch.bytes_out())
             .map_err(err)?;
         stream.synchronize().map_err(err)?;
         let t1 = Instant::now();
@@ -523,6 +534,12 @@ mod tests {
         staged.download(&stream, 1000).unwrap();
         stream.synchronize().unwrap();
         assert_eq!((staged.capacity(), staged.host(1000).unwrap()), (1024, big));
+        staged.zeroed(&stream, 10).unwrap();
+        staged.download(&stream, 20).unwrap();
+        stream.synchronize().unwrap();
+        let mut expected = vec![0u8; 10];
+        expected.extend([3u8; 10]);
+        assert_eq!(staged.host(20).unwrap(), expected);
         let mut words = Staged::<u64>::new(cudarc::driver::sys::CU_MEMHOSTALLOC_WRITECOMBINED);
         words.upload(&stream, &[1, 2, 3]).unwrap();
         assert_eq!(words.capacity(), 4);
