@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Accelerator benchmarks of evflow on the emulated device, side by side in one run.
+"""Accelerator benchmarks of evflow on the emulated device (or a CUDA GPU), side by side in one run.
 
     python3 bench/device.py                 # all, prints figures vs targets
     python3 bench/device.py --only 1        # a subset (1 bathtub, 2 combining, 3 overlap, 4 PRNG, 5 simulation)
     python3 bench/device.py --quick         # fewer events and repetitions (noisier)
     python3 bench/device.py --figure docs/figures/bathtub.png
+    python3 bench/device.py --device cuda   # benchmarks 1-3 on GPU 0 with the real kernels (see below)
+    python3 bench/device.py --device cuda --no-build --threads 16 --figure bathtub-h100.png
 
 1. Bathtub: two synthetic device modules, a low-arithmetic-intensity one
    ("stencil": transfers dominate the device side) and a high one
@@ -30,12 +32,30 @@ scaled down (0.25 GB/s) so that the bytes the host really packs and copies
 stay small for this machine while transfers keep their weight against
 kernels. Every ratio compares runs made in this one invocation, interleaved;
 medians of the repetitions are reported.
+
+With `--device cuda` (an evflow built with `--features cuda`; `--no-build`
+takes target/release/evflow as it is) benchmarks 1-3 run on GPU 0, host
+work is real (no sleeps) and `--threads` defaults to all cores:
+
+1. Bathtub with the two real kernels (`device = { kernel = ..., size = ... }`):
+   `stencil` (--stencil-size elements per event, ~1.25 FLOP per byte moved)
+   and `nbody` (--nbody-size particles per event, O(size^2)); the host side
+   runs their Rust twins. Static splits 0-100 % by 5 and the adaptive
+   split; best static, host-only, device-only, adaptive and their ratios.
+   Pick sizes so that host-only and device-only are within a few times of
+   each other on the machine (the floor of the bathtub is then interior).
+2. Combining: framework cost per invocation against --device-batch 1 ...
+   1024, with the synthetic kernel (one hash per event: near-empty).
+3. Overlap: a transfer-bound stencil (--overlap-size elements, batches of
+   8); time per launch against max(transfer, kernel) with two streams and
+   against their sum with one (`--device-no-overlap`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import tempfile
@@ -56,8 +76,9 @@ WORKLOADS = {
 }
 
 
-def build() -> None:
-    subprocess.run(["cargo", "build", "--release", "-q", "-p", "evflow-cli"], cwd=ROOT, check=True)
+def build(cuda: bool = False) -> None:
+    features = ["--features", "cuda"] if cuda else []
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "evflow-cli", *features], cwd=ROOT, check=True)
 
 
 def config(name: str, host: float, device: float | None, bytes_in: int, bytes_out: int) -> Path:
@@ -95,6 +116,35 @@ modules = ["use"]
     return path
 
 
+def kernel_config(name: str, kernel: str, size: int) -> Path:
+    """raw -> <name> (a real kernel; the host side runs its Rust twin) -> analyzer."""
+    text = f"""[process]
+name = "{name}"
+
+[[module]]
+label = "raw"
+type = "producer"
+
+[[module]]
+label = "{name}"
+type = "producer"
+consumes = ["raw"]
+device = {{ kernel = "{kernel}", size = {size} }}
+
+[[module]]
+label = "use"
+type = "analyzer"
+consumes = ["{name}"]
+
+[[end_path]]
+name = "e"
+modules = ["use"]
+"""
+    path = OUT / f"{name}-{kernel}-{size}.toml"
+    path.write_text(text)
+    return path
+
+
 def run(path: Path, tag: str, *args: str) -> dict:
     report = OUT / f"{tag}.json"
     cmd = [str(EVFLOW), "run", str(path), "--quiet", "--report", str(report), *args]
@@ -116,59 +166,81 @@ def device_args(split: str, *extra: str, bandwidth_gbs: float = BANDWIDTH_GBS) -
     ]
 
 
+def cuda_args(split: str, *extra: str) -> list[str]:
+    return ["--device", "cuda", "--device-split", split, *extra]
+
+
 def median(xs: list[float]) -> float:
     return statistics.median(xs)
 
 
+def sweep(path: Path, name: str, common: list[str], dev, reps: int, statics: bool = True) -> dict:
+    """Throughput per static split (0..100 % by 5) and adaptive; `dev(split)` gives the device options."""
+    steps = range(0, 101, 5) if statics else []
+    splits = [f"fixed:{p}" for p in steps] + ["adaptive"]
+    rates: dict[str, list[float]] = {s: [] for s in splits}
+    final: list[float] = []
+    for rep in range(reps):
+        for s in splits:
+            r = run(path, f"{name}-{s}-{rep}", *common, *dev(s))
+            rates[s].append(r["throughput_ev_s"])
+            if s == "adaptive":
+                final.append(r["devices"][0]["split_history"][-1]["device_fraction"])
+    med = {s: median(v) for s, v in rates.items()}
+    return {
+        "static": [(p, med[f"fixed:{p}"]) for p in steps],
+        "adaptive": med["adaptive"],
+        "adaptive_split": median(final),
+        "command": f"evflow run {path.name} {' '.join(common)} " + " ".join(dev("SPLIT")),
+    }
+
+
 def bathtub(events: int, reps: int, statics: bool = True) -> dict:
-    """Throughput per static split (0..100 % by 5) and adaptive, per workload."""
+    """Per workload of the emulated device."""
     results = {}
     for name, (host, device, bin_, bout) in WORKLOADS.items():
         path = config(name, host, device, bin_, bout)
         common = ["-n", str(events), "-j", str(THREADS), "-k", str(IN_FLIGHT)]
-        steps = range(0, 101, 5) if statics else []
-        splits = [f"fixed:{p}" for p in steps] + ["adaptive"]
-        rates: dict[str, list[float]] = {s: [] for s in splits}
-        final: list[float] = []
-        for rep in range(reps):
-            for s in splits:
-                r = run(path, f"{name}-{s}-{rep}", *common, *device_args(s))
-                rates[s].append(r["throughput_ev_s"])
-                if s == "adaptive":
-                    final.append(r["devices"][0]["split_history"][-1]["device_fraction"])
-        med = {s: median(v) for s, v in rates.items()}
-        results[name] = {
-            "static": [(p, med[f"fixed:{p}"]) for p in steps],
-            "adaptive": med["adaptive"],
-            "adaptive_split": median(final),
-            "command": f"evflow run {name}.toml {' '.join(common)} " + " ".join(device_args("SPLIT")),
-        }
+        results[name] = sweep(path, name, common, device_args, reps, statics)
     return results
 
 
-def combining(events: int, reps: int) -> list[tuple]:
+def print_bathtub(bath: dict, reps: int) -> None:
+    print("1 bathtub (throughput ev/s, median of", reps, "runs)")
+    for name, r in bath.items():
+        static = r["static"]
+        best_p, best = max(static, key=lambda x: x[1])
+        host, dev = static[0][1], static[-1][1]
+        print(f"  {name}: {r['command']}")
+        print("    static: " + " ".join(f"{p}%:{rate:.0f}" for p, rate in static))
+        print(
+            f"    best static {best_p}%: {best:.0f}; host-only {host:.0f}; device-only {dev:.0f}; "
+            f"adaptive {r['adaptive']:.0f} (final split {100 * r['adaptive_split']:.0f}%)"
+        )
+        print(
+            f"    best/host-only {best / host:.2f}x, best/device-only {best / dev:.2f}x, "
+            f"adaptive/best {r['adaptive'] / best:.3f} (target >= 0.97)"
+        )
+
+
+def combining(events: int, reps: int, cuda: bool = False, threads: int = 2) -> list[tuple]:
+    """Framework cost per invocation of a near-empty kernel against the batch trigger."""
     name = "kernelless"
     dev = config(name, 0.0, 0.0, 16, 8)
     plain = config(name, 0.0, None, 16, 8)
-    common = ["-n", str(events), "-j", "2", "-k", "1024"]
-    zero = ["--device-latency-us", "0", "--device-transfer-latency-us", "0"]
-    zero += ["--device-timeout-us", "1000"]
+    common = ["-n", str(events), "-j", str(threads), "-k", "1024"]
     rows = []
     for batch in [1, 4, 16, 64, 256, 1024]:
         costs, per_launch = [], []
         for rep in range(reps):
             base = run(plain, f"plain-{batch}-{rep}", *common, "--device", "none")
-            extra = [*zero, "--device-batch", str(batch), "--device-bandwidth-gbs", "1000"]
-            r = run(
-                dev,
-                f"comb-{batch}-{rep}",
-                *common,
-                "--device",
-                "emulated",
-                "--device-split",
-                "fixed:100",
-                *extra,
-            )
+            extra = ["--device-timeout-us", "1000", "--device-batch", str(batch)]
+            if cuda:
+                extra = cuda_args("fixed:100", *extra)
+            else:
+                extra += ["--device-latency-us", "0", "--device-transfer-latency-us", "0"]
+                extra = device_args("fixed:100", *extra, bandwidth_gbs=1000)
+            r = run(dev, f"comb-{batch}-{rep}", *common, *extra)
             d = r["devices"][0]
             costs.append((r["wall_s"] - base["wall_s"]) / r["events"] * 1e6)
             per_launch.append(d["events_per_launch"])
@@ -176,11 +248,18 @@ def combining(events: int, reps: int) -> list[tuple]:
     return rows
 
 
-def overlap(events: int, reps: int) -> list[tuple]:
-    # 32 kB each way per event at 0.125 GB/s: 2.1 ms per transfer of a
-    # batch of 8, against 0.81 ms of kernel; few bytes for the host to pack.
-    path = config("transfers", 0.001, 0.0001, 32768, 32768)
-    common = ["-n", str(events), "-j", "2", "-k", "64"]
+def overlap(events: int, reps: int, cuda_size: int | None = None, threads: int = 2) -> list[tuple]:
+    """Time per launch of a transfer-bound module, with and without overlap.
+
+    Emulated: 32 kB each way per event at 0.125 GB/s: 2.1 ms per transfer of
+    a batch of 8, against 0.81 ms of kernel; few bytes for the host to pack.
+    CUDA (`cuda_size`): the stencil of `cuda_size` elements per event.
+    """
+    if cuda_size is None:
+        path = config("transfers", 0.001, 0.0001, 32768, 32768)
+    else:
+        path = kernel_config("transfers", "stencil", cuda_size)
+    common = ["-n", str(events), "-j", str(threads), "-k", "64"]
     rows = []
     for mode in ["overlap", "serial"]:
         periods, maxes, sums = [], [], []
@@ -188,9 +267,11 @@ def overlap(events: int, reps: int) -> list[tuple]:
             extra = ["--device-batch", "8", "--device-timeout-us", "1000"]
             if mode == "serial":
                 extra.append("--device-no-overlap")
-            r = run(
-                path, f"ovl-{mode}-{rep}", *common, *device_args("fixed:100", *extra, bandwidth_gbs=0.125)
-            )
+            if cuda_size is None:
+                extra = device_args("fixed:100", *extra, bandwidth_gbs=0.125)
+            else:
+                extra = cuda_args("fixed:100", *extra)
+            r = run(path, f"ovl-{mode}-{rep}", *common, *extra)
             d = r["devices"][0]
             n = d["launches"]
             tin, k, tout = d["transfer_in_s"] / n, d["kernel_s"] / n, d["transfer_out_s"] / n
@@ -236,7 +317,7 @@ def simulation(bath: dict, events: int) -> list[tuple]:
     return rows
 
 
-def figure(bath: dict, path: Path) -> None:
+def figure(bath: dict, path: Path, title: str | None = None) -> None:
     try:
         import matplotlib
 
@@ -256,38 +337,110 @@ def figure(bath: dict, path: Path) -> None:
         ax.set_ylabel("wall time per event (ms)")
         ax.set_ylim(bottom=0)
         ax.legend()
-    fig.suptitle(f"Bathtub on the emulated device ({THREADS} threads, {IN_FLIGHT} events in flight)")
+    fig.suptitle(title or f"Bathtub on the emulated device ({THREADS} threads, {IN_FLIGHT} events in flight)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
 
+def check_cuda() -> None:
+    """Fails at once, saying why, when evflow cannot open a CUDA device."""
+    path = kernel_config("probe", "nbody", 8)
+    cmd = [str(EVFLOW), "run", str(path), "--quiet", "-n", "4", *cuda_args("fixed:100")]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"--device cuda: evflow cannot use a CUDA device: {done.stderr.strip()}")
+
+
+def cuda_bathtub(args: argparse.Namespace, reps: int) -> dict:
+    """Benchmark 1 on the GPU with the real kernels (real host work)."""
+    events = args.events or (2000 if args.quick else 10000)
+    common = ["-n", str(events), "-j", str(args.threads), "-k", str(args.in_flight)]
+    if args.batch:
+        common += ["--device-batch", str(args.batch)]
+    results = {}
+    for name, size in [("stencil", args.stencil_size), ("nbody", args.nbody_size)]:
+        path = kernel_config(name, name, size)
+        results[f"{name} ({size})"] = sweep(path, name, common, cuda_args, reps)
+    return results
+
+
+def cuda_main(args: argparse.Namespace, only: set[int], reps: int) -> None:
+    check_cuda()
+    if 1 in only:
+        bath = cuda_bathtub(args, reps)
+        print_bathtub(bath, reps)
+        if args.figure:
+            title = f"Bathtub on CUDA GPU 0 ({args.threads} threads, {args.in_flight} events in flight)"
+            figure(bath, args.figure, title)
+            print("  figure:", args.figure)
+    if 2 in only:
+        print(f"2 combining (synthetic kernel, fixed:100, {args.threads} threads, 1024 in flight)")
+        for batch, per_launch, cost in combining(5000 if args.quick else 20000, reps, True, args.threads):
+            print(
+                f"  batch {batch:5}: {per_launch:7.1f} events/launch, framework cost {cost:6.2f} us/invocation"
+            )
+    if 3 in only:
+        print(f"3 overlap (stencil of {args.overlap_size} elements, batches of 8, fixed:100)")
+        rows = overlap(200 if args.quick else 800, reps, args.overlap_size, args.threads)
+        print_overlap(rows)
+    if only & {4, 5}:
+        print("benchmarks 4 and 5 run on the emulated device only (without --device cuda)")
+    print("reports in", OUT)
+
+
+def print_overlap(rows: list[tuple]) -> None:
+    for mode, period, mx, sm in rows:
+        print(
+            f"  {mode:8}: {period * 1e3:.3f} ms/launch; max(transfer, kernel) {mx * 1e3:.3f} ms "
+            f"(ratio {period / mx:.2f}); sum {sm * 1e3:.3f} ms (ratio {period / sm:.2f})"
+        )
+    print("  target: overlap <= 1.1 x max; serial ~ 1.0 x sum")
+
+
 def main() -> None:
+    global EVFLOW
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", default="1,2,3,4,5")
+    ap.add_argument("--only", help="benchmarks to run (default 1,2,3,4,5; with --device cuda 1,2,3)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--figure", type=Path)
+    ap.add_argument("--device", choices=["emulated", "cuda"], default="emulated")
+    ap.add_argument("--no-build", action="store_true", help="use target/release/evflow as it is")
+    ap.add_argument("--evflow", type=Path, help="the evflow binary (default target/release/evflow)")
+    ap.add_argument("--reps", type=int, help="repetitions, medians reported (default 3; --quick 1)")
+    ap.add_argument("--threads", type=int, help="CUDA: host threads (default: all cores)")
+    ap.add_argument("--in-flight", type=int, default=IN_FLIGHT, help="CUDA: events in flight")
+    ap.add_argument("--events", type=int, help="CUDA bathtub: events per run (default 10000; --quick 2000)")
+    ap.add_argument("--batch", type=int, help="CUDA bathtub: --device-batch (default: evflow's)")
+    ap.add_argument("--stencil-size", type=int, default=65536, help="CUDA: stencil elements per event")
+    ap.add_argument("--nbody-size", type=int, default=128, help="CUDA: nbody particles per event")
+    ap.add_argument(
+        "--overlap-size", type=int, default=1 << 20, help="CUDA overlap: stencil elements per event"
+    )
     args = ap.parse_args()
-    only = {int(x) for x in args.only.split(",")}
-    reps = 1 if args.quick else 3
-    build()
+    if args.evflow:
+        EVFLOW = args.evflow.resolve()
+    if args.figure:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError as missing:
+            raise SystemExit("--figure needs matplotlib: pip install .") from missing
+    cuda = args.device == "cuda"
+    only = {int(x) for x in (args.only or ("1,2,3" if cuda else "1,2,3,4,5")).split(",")}
+    reps = args.reps or (1 if args.quick else 3)
+    args.threads = args.threads or os.cpu_count() or 1
+    if not args.no_build:
+        build(cuda)
+    if not EVFLOW.exists():
+        raise SystemExit(f"no evflow binary at {EVFLOW} (build it, or leave out --no-build)")
+    if cuda:
+        cuda_main(args, only, reps)
+        return
     bath = None
     if 5 in only and 1 not in only:
         bath = bathtub(1000 if args.quick else 4000, reps, statics=False)
     if 1 in only:
         bath = bathtub(1000 if args.quick else 4000, reps)
-        print("1 bathtub (throughput ev/s, median of", reps, "runs)")
-        for name, r in bath.items():
-            static = r["static"]
-            best_p, best = max(static, key=lambda x: x[1])
-            host, dev = static[0][1], static[-1][1]
-            print(f"  {name}: {r['command']}")
-            print("    static: " + " ".join(f"{p}%:{rate:.0f}" for p, rate in static))
-            print(
-                f"    best static {best_p}%: {best:.0f}; adaptive {r['adaptive']:.0f} "
-                f"({100 * (r['adaptive'] / best - 1):+.1f}% vs best, target >= -3%), "
-                f"final split {100 * r['adaptive_split']:.0f}%; best vs host-only {best / host:.2f}x, "
-                f"vs device-only {best / dev:.2f}x"
-            )
+        print_bathtub(bath, reps)
         if args.figure:
             figure(bath, args.figure)
             print("  figure:", args.figure)
@@ -300,12 +453,7 @@ def main() -> None:
         print("  target: <= 5 us per invocation at >= 64 events per launch")
     if 3 in only:
         print("3 overlap (transfer-bound module, batches of 8, fixed:100)")
-        for mode, period, mx, sm in overlap(400 if args.quick else 1600, reps):
-            print(
-                f"  {mode:8}: {period * 1e3:.3f} ms/launch; max(transfer, kernel) {mx * 1e3:.3f} ms "
-                f"(ratio {period / mx:.2f}); sum {sm * 1e3:.3f} ms (ratio {period / sm:.2f})"
-            )
-        print("  target: overlap <= 1.1 x max; serial ~ 1.0 x sum")
+        print_overlap(overlap(400 if args.quick else 1600, reps))
     if 4 in only:
         r = prng(1000 if args.quick else 4000)
         print("4 PRNG (10^4 numbers per event, 2 threads): events/s")

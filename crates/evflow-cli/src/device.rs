@@ -47,7 +47,8 @@ pub struct DeviceArgs {
     /// Emulated device: divides the modules' declared device times.
     #[arg(long, default_value_t = 1.0)]
     pub device_speedup: f64,
-    /// Emulated device: no overlap of transfers and kernels of successive launches.
+    /// No overlap of transfers and kernels of successive launches (emulated
+    /// device: one engine; CUDA: one stream).
     #[arg(long)]
     pub device_no_overlap: bool,
 }
@@ -95,6 +96,7 @@ impl DeviceArgs {
                 max_events: self.device_batch,
                 timeout_s: non_negative(self.device_timeout_us, "device-timeout-us")? * 1e-6,
             },
+            cuda_streams: if self.device_no_overlap { 1 } else { 2 },
             ..DeviceOptions::default()
         };
         DeviceContext::open(&choice, options).map_err(|e| format!("--device: {e}"))

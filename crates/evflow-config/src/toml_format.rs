@@ -552,6 +552,12 @@ fn build_module(
         only(m.produces.is_some(), "produces", "producers")?;
         only(m.device.is_some(), "device", "producers")?;
     }
+    if m.device.as_ref().is_some_and(|d| d.has_kernel()) && (m.time.is_some() || m.times.is_some())
+    {
+        return Err(err(
+            "'time' does not apply to a module whose device table names a kernel (its host side runs the kernel's Rust twin; device.time is the emulated device's modelled time)".into(),
+        ));
+    }
     if kind != ModuleKind::Filter {
         only(m.pass_fraction.is_some(), "pass_fraction", "filters")?;
         only(m.seed.is_some(), "seed", "filters")?;

@@ -131,3 +131,79 @@ fn bad_device_tables_are_named() {
         "dev.toml: module 'tracks': device 'emulated:0': kernel 'synthetic_tracks' failed to compile: emulated compilation failure (configured fault)"
     );
 }
+
+const KERNEL_JOB: &str = r#"
+[process]
+events = 40
+[[module]]
+label = "forces"
+type = "producer"
+device = { kernel = "nbody", size = 32 }
+[[module]]
+label = "use"
+type = "analyzer"
+consumes = ["forces"]
+[[end_path]]
+name = "e"
+modules = ["use"]
+"#;
+
+#[test]
+fn a_device_table_can_name_a_real_kernel() {
+    for (kind, bytes_in, bytes_out) in [("nbody", 32 * 16, 32 * 12), ("stencil", 32 * 4, 32 * 4)] {
+        let ctx = emulated(EmulatedConfig::default(), SplitMode::Fixed(0.5));
+        let text = KERNEL_JOB.replace("\"nbody\"", &format!("\"{kind}\""));
+        let loaded = load(&text, Some(ctx.clone())).unwrap();
+        let options = RunOptions {
+            threads: 2,
+            events_in_flight: 8,
+            ..RunOptions::default()
+        };
+        run(loaded.process, &options).unwrap();
+        let r = &ctx.reports()[0];
+        assert_eq!((r.host_calls, r.device_calls), (20, 20), "{kind}");
+        assert_eq!(r.bytes_in, 20 * bytes_in, "{kind}");
+        assert_eq!(r.bytes_out, 20 * bytes_out, "{kind}");
+    }
+}
+
+#[test]
+fn bad_kernel_tables_are_named() {
+    let cases = [
+        (
+            KERNEL_JOB.replace("\"nbody\"", "\"fft\""),
+            "dev.toml: module 'forces': device.kernel: unknown kernel 'fft' (known: stencil, nbody)",
+        ),
+        (
+            KERNEL_JOB.replace("size = 32", "size = 0"),
+            "dev.toml: module 'forces': device.size must be between 1 and 16384 for kernel 'nbody' (got 0)",
+        ),
+        (
+            KERNEL_JOB.replace(", size = 32", ""),
+            "dev.toml: module 'forces': device.size is required with device.kernel (particles per event)",
+        ),
+        (
+            KERNEL_JOB.replace("size = 32", "size = 32, bytes_in = 64"),
+            "dev.toml: module 'forces': device.bytes_in does not apply with device.kernel",
+        ),
+        (
+            KERNEL_JOB.replace("kernel = \"nbody\", ", ""),
+            "dev.toml: module 'forces': device.size applies only with device.kernel",
+        ),
+        (
+            KERNEL_JOB.replace(
+                "type = \"producer\"\n",
+                "type = \"producer\"\ntime = 0.001\n",
+            ),
+            "dev.toml: module 'forces': 'time' does not apply to a module whose device table names a kernel",
+        ),
+        (
+            KERNEL_JOB.replace("size = 32 }", "size = 32, host = false }"),
+            "dev.toml: module 'forces': device 'host': no such device (module 'forces' has no host implementation and needs a device)",
+        ),
+    ];
+    for (text, expected) in cases {
+        let error = load(&text, None).err().unwrap();
+        assert!(error.contains(expected), "{error}\n  expected: {expected}");
+    }
+}

@@ -32,6 +32,9 @@ pub struct DeviceOptions {
     pub events_in_flight: usize,
     /// Threads the host side may use.
     pub host_threads: usize,
+    /// Streams of a CUDA device: 2 overlap the transfers and kernels of
+    /// successive launches, 1 runs them one after the other.
+    pub cuda_streams: usize,
 }
 
 impl Default for DeviceOptions {
@@ -42,6 +45,7 @@ impl Default for DeviceOptions {
             tuning: SplitTuning::default(),
             events_in_flight: 64,
             host_threads: 1,
+            cuda_streams: 2,
         }
     }
 }
@@ -120,8 +124,10 @@ impl DeviceContext {
                     None,
                 ))
             }
-            DeviceChoice::Cuda => Ok((Self::with_device(Some(open_cuda()?), options), None)),
-            DeviceChoice::Auto => match open_cuda() {
+            DeviceChoice::Cuda => {
+                Ok((Self::with_device(Some(open_cuda(&options)?), options), None))
+            }
+            DeviceChoice::Auto => match open_cuda(&options) {
                 Ok(device) => Ok((Self::with_device(Some(device), options), None)),
                 Err(reason) => {
                     let notice = format!("no device: device modules run on the host ({reason})");
@@ -215,15 +221,18 @@ impl PartialEq for DeviceContext {
     }
 }
 
-/// GPU 0 with two streams (overlap of successive launches).
+/// GPU 0 with the options' streams (2: overlap of successive launches).
 #[cfg(feature = "cuda")]
-fn open_cuda() -> Result<Arc<dyn Device>, DeviceError> {
-    Ok(Arc::new(crate::cuda::CudaDevice::open(0, 2)?))
+fn open_cuda(options: &DeviceOptions) -> Result<Arc<dyn Device>, DeviceError> {
+    Ok(Arc::new(crate::cuda::CudaDevice::open(
+        0,
+        options.cuda_streams,
+    )?))
 }
 
 /// Without the `cuda` feature: why no CUDA device can be used.
 #[cfg(not(feature = "cuda"))]
-fn open_cuda() -> Result<Arc<dyn Device>, DeviceError> {
+fn open_cuda(_options: &DeviceOptions) -> Result<Arc<dyn Device>, DeviceError> {
     Err(DeviceError::Unavailable {
         device: "cuda".into(),
         reason: "this evflow was built without the CUDA backend (cargo feature `cuda`)".into(),

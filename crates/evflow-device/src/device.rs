@@ -26,6 +26,13 @@ pub trait Kernel: Send + Sync {
     fn param(&self) -> u64 {
         0
     }
+    /// GPU threads per invocation (at least 1): a GPU backend starts
+    /// `invocations × threads_per_invocation` threads and thread `tid`
+    /// works on invocation `tid / T`, lane `tid % T` (e.g. one thread per
+    /// particle or per element). The Rust code ([`Kernel::run`]) ignores it.
+    fn threads_per_invocation(&self) -> u32 {
+        1
+    }
     /// Runs the kernel over a batch.
     fn run(
         &self,

@@ -15,7 +15,9 @@
 //!   adaptively to the floor of the bathtub or by a fixed fraction (pure
 //!   logic).
 //! * [`DeviceProducer`] + [`offload`]: a user's device module as an engine
-//!   module; [`synthetic_device`]: a synthetic one with declared costs.
+//!   module; [`synthetic_device`]: a synthetic one with declared costs;
+//!   [`compute_device`]: one running a real kernel (`stencil`, `nbody`)
+//!   with a CUDA source and a bit-identical Rust twin.
 //! * [`RandomService`]: random numbers generated on the device into one
 //!   half of a double buffer while modules draw from the other; the host
 //!   computes the same stream when the device is late or absent.
@@ -28,6 +30,7 @@ mod context;
 mod cuda;
 mod device;
 mod emulated;
+mod kernels;
 mod offload;
 mod prng;
 mod split;
@@ -42,6 +45,10 @@ pub use device::{
     Device, DeviceBusy, DeviceError, Kernel, Launch, LaunchDone, LaunchOutput, LaunchTimes,
 };
 pub use emulated::{EmulatedConfig, EmulatedDevice, Faults};
+pub use kernels::{
+    ComputeDevice, ComputeKernel, ComputeKind, STENCIL_SWEEPS, compute_device, generate, nbody,
+    output_digest, stencil,
+};
 pub use offload::{DeviceProducer, Offload, offload};
 pub use prng::{RandomService, RandomStats, stream_value};
 pub use split::{Side, SplitController, SplitMode, SplitPoint, SplitTuning};

@@ -30,8 +30,45 @@ pub struct SyntheticDevice {
 struct Module {
     spec: SyntheticDevice,
     key: u64,
-    instances: Vec<(String, u64)>,
+    products: Products,
     kernel: Arc<dyn Kernel>,
+}
+
+/// The products of a device module: one `u64` per instance, the value
+/// salted by the instance's name (the plain synthetic producer's scheme).
+pub(crate) struct Products(Vec<(String, u64)>);
+
+impl Products {
+    pub(crate) fn new(produces: &[&str]) -> Self {
+        Self(
+            produces
+                .iter()
+                .map(|s| (s.to_string(), if s.is_empty() { 0 } else { hash_str(s) }))
+                .collect(),
+        )
+    }
+
+    pub(crate) fn put(&self, ev: &Event<'_>, value: u64) -> ModuleResult {
+        for (instance, salt) in &self.0 {
+            ev.put(instance, value ^ salt)?;
+        }
+        Ok(())
+    }
+}
+
+/// Registers the module's model (for the simulator) and builds its engine
+/// module with its inputs and products.
+pub(crate) fn build(
+    model: DeviceModel,
+    module: impl DeviceProducer,
+    (consumes, produces): (&[&str], &[&str]),
+    context: &DeviceContext,
+) -> Result<ModuleDesc, DeviceError> {
+    let label = model.label.clone();
+    context.register_model(model);
+    Ok(offload(&label, module, context)?
+        .consumes(consumes.iter().copied())
+        .produces(produces.iter().copied()))
 }
 
 struct SyntheticKernel {
@@ -103,19 +140,10 @@ fn word(bytes: &[u8], i: usize) -> Option<u64> {
     Some(u64::from_le_bytes(b.try_into().ok()?))
 }
 
-fn hash_str(s: &str) -> u64 {
+pub(crate) fn hash_str(s: &str) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     s.hash(&mut h);
     h.finish()
-}
-
-impl Module {
-    fn put(&self, ev: &Event<'_>, value: u64) -> ModuleResult {
-        for (instance, salt) in &self.instances {
-            ev.put(instance, value ^ salt)?;
-        }
-        Ok(())
-    }
 }
 
 impl DeviceProducer for Module {
@@ -127,7 +155,8 @@ impl DeviceProducer for Module {
         if let Some(timing) = &self.spec.host {
             timing.run(ev)?;
         }
-        self.put(ev, mix(event_key(ev) ^ self.key).wrapping_add(inputs))
+        self.products
+            .put(ev, mix(event_key(ev) ^ self.key).wrapping_add(inputs))
     }
     fn pack(&self, ev: &Event<'_>, buf: &mut Vec<u8>) -> ModuleResult {
         let start = buf.len();
@@ -148,7 +177,7 @@ impl DeviceProducer for Module {
     fn unpack(&self, ev: &Event<'_>, output: &[u8]) -> ModuleResult {
         let value = word(output, 0)
             .ok_or_else(|| evflow_core::ModuleError::msg("device output shorter than 8 bytes"))?;
-        self.put(ev, value)
+        self.products.put(ev, value)
     }
 }
 
@@ -182,13 +211,13 @@ pub fn synthetic_device(
     context: &DeviceContext,
 ) -> Result<ModuleDesc, DeviceError> {
     let key = hash_str(label);
-    context.register_model(DeviceModel {
+    let model = DeviceModel {
         label: label.to_string(),
         has_host: spec.host.is_some(),
         device_cost_s: spec.device_cost_s,
         bytes_in: spec.bytes_in.max(16),
         bytes_out: spec.bytes_out.max(8),
-    });
+    };
     // The host cost, for the simulator (which routes each invocation).
     let cost: Option<evflow_core::CostModel> = spec.host.clone().map(|t| {
         let cost: evflow_core::CostModel = Arc::new(move |index| t.seconds(index));
@@ -196,19 +225,14 @@ pub fn synthetic_device(
     });
     let module = Module {
         key,
-        instances: produces
-            .iter()
-            .map(|s| (s.to_string(), if s.is_empty() { 0 } else { hash_str(s) }))
-            .collect(),
+        products: Products::new(produces),
         kernel: Arc::new(SyntheticKernel {
             name: format!("synthetic_{label}"),
             key,
         }),
         spec,
     };
-    let desc = offload(label, module, context)?
-        .consumes(consumes.iter().copied())
-        .produces(produces.iter().copied());
+    let desc = build(model, module, (consumes, produces), context)?;
     Ok(match cost {
         Some(cost) => desc.cost_model(cost),
         None => desc,
