@@ -165,7 +165,9 @@ def main() -> int:
     parser.add_argument("--only", default="overhead,lumis,scaling")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--baseline", type=Path, help="another evflow binary to compare with (overhead)")
-    parser.add_argument("--threads", type=int, nargs="+", help="thread counts (overhead: 1 2; scaling: 1..16)")
+    parser.add_argument(
+        "--threads", type=int, nargs="+", help="thread counts (overhead: 1 2; scaling: 1..16)"
+    )
     parser.add_argument("--events", type=int, default=4000, help="events of the overhead runs")
     parser.add_argument(
         "--work", choices=["sleep", "busy"], default="sleep", help="scaling: how modules spend their time"
