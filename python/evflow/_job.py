@@ -15,7 +15,7 @@ from . import _runtime as rt
 from ._modules import Analyzer, Filter, Producer
 from ._ordered import Ordered
 from ._progress import _Progress
-from ._shared_work import producer_key
+from ._shared_work import share_products
 from .errors import ConfigurationError, EvflowError, Interrupted, JobError, ModuleError, SourceError
 
 if TYPE_CHECKING:
@@ -88,28 +88,9 @@ class _Plan:
             )
         self.path_index = {name: i for i, name in enumerate(proc.paths)}
 
-        # Products: name -> producer label. A producer computing what an
-        # earlier one computes (same structural key: same code, captured
-        # values and inputs) runs no module of its own: its products are the
-        # earlier one's, under its names (``product_name``).
-        self.product_of: dict[str, str] = {}
-        self.product_name: dict[str, str] = {}
-        #: label of a duplicate producer -> the producer that computes for it
-        self.shared_with: dict[str, str] = {}
-        first_of: dict[Any, Producer] = {}
-        for m in proc.modules.values():
-            if isinstance(m, Producer):
-                key = producer_key(m)
-                first = first_of.setdefault(key, m) if key is not None else m
-                if first is not m:
-                    self.shared_with[m.label] = first.label
-                for i, p in enumerate(m.produces):
-                    if p in self.product_of:
-                        raise ConfigurationError(
-                            f"product '{p}' is produced by both '{self.product_of[p]}' and '{m.label}'"
-                        )
-                    self.product_of[p] = first.label
-                    self.product_name[p] = first.produces[i]
+        # Products: name -> producer label (and that producer's name for it:
+        # a duplicate producer runs no module of its own, see _shared_work).
+        self.product_of, self.product_name, self.shared_with = share_products(proc.modules.values())
         self.branches: list[str] = []
         self._branch_set: set[str] = set()
         if proc.weight is not None:

@@ -13,11 +13,11 @@ of a duplicate can be served by the first one's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
 
-if TYPE_CHECKING:
-    from ._modules import Producer
+from ._modules import Module, Producer
+from .errors import ConfigurationError
 
 #: Nesting of captured functions followed (deeper ones count by identity).
 _MAX_DEPTH = 8
@@ -62,3 +62,31 @@ def producer_key(p: Producer) -> Hashable | None:
         device,
         p.device_required,
     )
+
+
+def share_products(
+    modules: Iterable[Module],
+) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """For the producers among ``modules``: product name -> label of the
+    producer that computes it, product name -> that producer's name for it,
+    and label of each duplicate producer (same key as an earlier one, which
+    computes for it: it runs no module of its own) -> the earlier one's."""
+    product_of: dict[str, str] = {}
+    product_name: dict[str, str] = {}
+    shared_with: dict[str, str] = {}
+    first_of: dict[Hashable, Producer] = {}
+    for m in modules:
+        if not isinstance(m, Producer):
+            continue
+        key = producer_key(m)
+        first = first_of.setdefault(key, m) if key is not None else m
+        if first is not m:
+            shared_with[m.label] = first.label
+        for i, p in enumerate(m.produces):
+            if p in product_of:
+                raise ConfigurationError(
+                    f"product '{p}' is produced by both '{product_of[p]}' and '{m.label}'"
+                )
+            product_of[p] = first.label
+            product_name[p] = first.produces[i]
+    return product_of, product_name, shared_with
