@@ -8,27 +8,33 @@ use crate::ordering::policy::{OrderingOptions, Policy};
 use crate::schedule::{PathOutcome, Planner};
 use crate::{EmptySource, Event, Filter, ModuleDesc, ModuleResult, PathDesc, Process, Transitions};
 
-struct Idle;
-impl Transitions for Idle {}
-impl Filter for Idle {
+/// A filter the tests never run: they drive the planner by hand.
+struct Driven;
+impl Transitions for Driven {}
+impl Filter for Driven {
     fn filter(&self, _: &Event<'_>) -> ModuleResult<bool> {
-        Ok(true)
+        unreachable!("the planner is driven by hand")
     }
 }
 
-/// A planner of one reorderable path of two filters, written `f0 > f1`,
-/// each measured at 10 µs on every one of many executions (the timings
-/// leave no doubt), with a small sampling budget (rates below the cap).
-fn two_steps() -> OrderingPlanner {
+/// A planner of one reorderable path of two filters, written `f0 > f1`.
+fn planner(options: &OrderingOptions) -> OrderingPlanner {
     let mut proc = Process::new("scripted");
     proc.set_source(EmptySource::new(1));
-    proc.add(ModuleDesc::filter("f0", Idle));
-    proc.add(ModuleDesc::filter("f1", Idle));
+    for label in ["f0", "f1"] {
+        proc.add(ModuleDesc::filter(label, Driven));
+    }
     proc.add_path(PathDesc::new("sel", ["f0", "f1"]).reorderable(true));
-    let graph = proc.compile().unwrap();
+    OrderingPlanner::new(&proc.compile().unwrap(), options)
+}
+
+/// [`planner`], each filter measured at 10 µs on every one of many
+/// executions (the timings leave no doubt), with a small sampling budget
+/// (rates below the cap).
+fn two_steps() -> OrderingPlanner {
     let mut options = OrderingOptions::new(Policy::Adaptive);
     options.tuning.sample_budget = 0.001;
-    let planner = OrderingPlanner::new(&graph, &options);
+    let planner = planner(&options);
     for ring in planner.rings.iter().flatten() {
         for _ in 0..200 {
             ring.push(10_000);
@@ -130,13 +136,7 @@ fn the_first_batch_samples_decide_at_once() {
 /// other steps.
 #[test]
 fn one_batch_timing_measures_the_cost_per_event() {
-    let mut proc = Process::new("batches");
-    proc.set_source(EmptySource::new(1));
-    proc.add(ModuleDesc::filter("f0", Idle));
-    proc.add(ModuleDesc::filter("f1", Idle));
-    proc.add_path(PathDesc::new("sel", ["f0", "f1"]).reorderable(true));
-    let graph = proc.compile().unwrap();
-    let planner = OrderingPlanner::new(&graph, &OrderingOptions::new(Policy::Adaptive));
+    let planner = planner(&OrderingOptions::new(Policy::Adaptive));
     let Slot::Dynamic(d) = &planner.paths[0] else {
         panic!("a dynamic path");
     };
