@@ -15,6 +15,7 @@ from . import _runtime as rt
 from ._modules import Analyzer, Filter, Producer
 from ._ordered import Ordered
 from ._progress import _Progress
+from ._shared_work import share_products
 from .errors import ConfigurationError, EvflowError, Interrupted, JobError, ModuleError, SourceError
 
 if TYPE_CHECKING:
@@ -87,16 +88,9 @@ class _Plan:
             )
         self.path_index = {name: i for i, name in enumerate(proc.paths)}
 
-        # Products: name -> producer label.
-        self.product_of: dict[str, str] = {}
-        for m in proc.modules.values():
-            if isinstance(m, Producer):
-                for p in m.produces:
-                    if p in self.product_of:
-                        raise ConfigurationError(
-                            f"product '{p}' is produced by both '{self.product_of[p]}' and '{m.label}'"
-                        )
-                    self.product_of[p] = m.label
+        # Products: name -> producer label (and that producer's name for it:
+        # a duplicate producer runs no module of its own, see _shared_work).
+        self.product_of, self.product_name, self.shared_with = share_products(proc.modules.values())
         self.branches: list[str] = []
         self._branch_set: set[str] = set()
         if proc.weight is not None:
@@ -123,6 +117,8 @@ class _Plan:
         used = set(proc.modules)
 
         for m in proc.modules.values():
+            if isinstance(m, Producer) and m.label in self.shared_with:
+                continue
             if isinstance(m, Producer):
                 products, names = self._consumes(m.label, m.consumes)
                 if m.device is not None and self.device is not None:
@@ -260,7 +256,7 @@ class _Plan:
                 "kind": kind,
                 "label": label,
                 "runner": runner,
-                "consumes": [f"{self.product_of[p]}:{p}" for p in products],
+                "consumes": [f"{self.product_of[p]}:{self.product_name[p]}" for p in products],
                 "produces": produces,
                 "concurrency": concurrency,
                 "resources": resources,

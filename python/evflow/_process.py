@@ -20,6 +20,7 @@ from ._modules import (
     _check_label,
     _names,
 )
+from ._shared_work import producer_key
 from .errors import ConfigurationError
 from .output import ParquetOutput
 from .source import Source
@@ -66,10 +67,24 @@ class Process:
 
     # -- modules -----------------------------------------------------------------
 
-    def _register(self, m: Module) -> None:
-        if m.label in self.modules:
+    def _register(self, m: Module) -> Module:
+        """Adds ``m``; returns the module now under its label. A producer
+        registered again under its label, computing the same from the same
+        inputs into the same products (several analyses merged into one
+        process, each adding the producer it needs), is the one there."""
+        there = self.modules.get(m.label)
+        if there is not None:
+            if (
+                isinstance(m, Producer)
+                and isinstance(there, Producer)
+                and m.produces == there.produces
+                and producer_key(m) is not None
+                and producer_key(m) == producer_key(there)
+            ):
+                return there
             raise ConfigurationError(f"module label '{m.label}' is used more than once")
         self.modules[m.label] = m
+        return m
 
     @overload
     def producer(self, fn: F, /) -> Producer: ...
@@ -131,8 +146,9 @@ class Process:
                 device=device,
                 device_required=device_required,
             )
-            self._register(p)
-            return p
+            registered = self._register(p)
+            assert isinstance(registered, Producer)
+            return registered
 
         return wrap(fn) if fn is not None else wrap
 

@@ -97,3 +97,40 @@ def test_a_correlated_pair_in_batches_is_detected_and_exploited() -> None:
     # within 1% of it), reached from the written order.
     assert costs[tuple(sel.order)] <= 1.01 * costs[tuple(best)], (sel.order, best, sel.why)
     assert sel.policy == "adaptive" and "chosen after" in sel.why
+
+
+def test_the_first_batch_decides_for_the_batches_in_flight() -> None:
+    """The first decision comes from the first batch that finishes (every
+    batch is probed until the planner has per-event samples), and batches
+    already read but whose path has not started take it: only the batches
+    that started with the job (one per thread) run the written order."""
+    events, step, threads = 120_000, 6_000, 2
+    cols = _columns()
+    loose_cut = float(np.quantile(cols["met"][:events], 0.05))
+    tight_cut = float(np.quantile(cols["ht"][:events], 0.9))
+    proc = ef.Process("first")
+    proc.source = ef.source.synthetic(events, step_size=step, seed=SEED)
+    first: dict[int, str] = {}
+
+    def seen(name: str, ev: ef.Events) -> None:
+        # The probe of a sampled batch calls a filter on a small subsample.
+        if len(ev) > 1_000:
+            first.setdefault(ev.info.index, name)
+        time.sleep(5e-6 * len(ev))
+
+    @proc.filter(consumes=["MET_pt"])
+    def loose(ev):
+        seen("loose", ev)
+        return ak.to_numpy(ev.MET_pt) > loose_cut
+
+    @proc.filter(consumes=["Jet_pt"])
+    def tight(ev):
+        seen("tight", ev)
+        return ak.to_numpy(ak.sum(ev.Jet_pt, axis=1)) > tight_cut
+
+    proc.path("sel", [loose, tight], reorderable=True)
+    r = proc.run(threads=threads)
+    assert r.cutflow["sel"].order == ["tight", "loose"]
+    written = sorted(b for b, name in first.items() if name == "loose")
+    assert len(first) == events // step
+    assert len(written) <= threads, written

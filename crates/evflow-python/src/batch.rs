@@ -31,6 +31,8 @@ pub(crate) type BatchFinal = (u64, Vec<(u64, f64)>);
 /// What every module wrapper of a job shares.
 pub(crate) struct Shared {
     pub n_paths: usize,
+    /// Steps of each path.
+    pub path_len: Vec<usize>,
     /// Python helper: `union(list_of_index_arrays) -> index_array`.
     pub union: Py<PyAny>,
     /// Python helper: `intersect(a, b) -> index_array`.
@@ -63,7 +65,7 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub fn new(
-        n_paths: usize,
+        path_len: Vec<usize>,
         union: Py<PyAny>,
         intersect: Py<PyAny>,
         weight_sum: Py<PyAny>,
@@ -74,7 +76,8 @@ impl Shared {
         Self {
             planner: Arc::new(OnceLock::new()),
             probe,
-            n_paths,
+            n_paths: path_len.len(),
+            path_len,
             union,
             intersect,
             weight_sum,
@@ -193,8 +196,10 @@ struct Probe {
     sampled: Vec<bool>,
     /// The index array of the subsample (made on first use, with the GIL).
     events: OnceLock<Py<PyAny>>,
-    /// Per path, per subsample event: (decided, passed) bits by step.
+    /// Per path, per subsample event: (decided, passed) bits by step;
+    /// and per path, the steps that recorded their decisions.
     bits: Mutex<Vec<Vec<(u64, u64)>>>,
+    recorded: Mutex<Vec<u64>>,
 }
 
 impl Batch {
@@ -217,10 +222,11 @@ impl Batch {
         let probe = match (shared.planner.get(), &shared.probe) {
             (Some(planner), Some(_)) if len > 0 => {
                 let sampled: Vec<bool> = (0..shared.n_paths)
-                    .map(|p| planner.is_sampled(p, index))
+                    .map(|p| planner.wants_event_samples(p, index))
                     .collect();
                 sampled.iter().any(|&s| s).then(|| Probe {
                     bits: Mutex::new(vec![Vec::new(); sampled.len()]),
+                    recorded: Mutex::new(vec![0; sampled.len()]),
                     sampled,
                     events: OnceLock::new(),
                 })
@@ -364,38 +370,57 @@ impl Batch {
     }
 
     /// Records the decisions of step `step` of path `path` on the
-    /// subsample: `known[e]` when its inputs covered event `e`.
+    /// subsample: `known[e]` when its inputs covered event `e`. Once every
+    /// step of the path recorded them, the planner gets them at once (not
+    /// when the batch is dropped): its first decision then comes before the
+    /// batches in flight start their paths.
     pub fn record_probe(&self, path: usize, step: usize, known: &[bool], passed: &[bool]) {
         let Some(probe) = &self.probe else { return };
         if step >= 64 {
             return;
         }
-        let mut bits = probe.bits.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(rows) = bits.get_mut(path) else {
-            return;
-        };
-        if rows.len() < known.len() {
-            rows.resize(known.len(), (0, 0));
-        }
-        for (e, (&k, &p)) in known.iter().zip(passed).enumerate() {
-            if k {
-                rows[e].0 |= 1 << step;
-                if p {
-                    rows[e].1 |= 1 << step;
+        let complete = {
+            let mut bits = probe.bits.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(rows) = bits.get_mut(path) else {
+                return;
+            };
+            if rows.len() < known.len() {
+                rows.resize(known.len(), (0, 0));
+            }
+            for (e, (&k, &p)) in known.iter().zip(passed).enumerate() {
+                if k {
+                    rows[e].0 |= 1 << step;
+                    if p {
+                        rows[e].1 |= 1 << step;
+                    }
                 }
             }
+            let mut recorded = probe.recorded.lock().unwrap_or_else(|p| p.into_inner());
+            recorded[path] |= 1 << step;
+            let len = self.shared.path_len.get(path).copied().unwrap_or(0);
+            (len > 0 && recorded[path].count_ones() as usize == len).then(|| std::mem::take(rows))
+        };
+        if let Some(rows) = complete {
+            self.send_probe(path, &rows);
+        }
+    }
+
+    fn send_probe(&self, path: usize, rows: &[(u64, u64)]) {
+        if let (Some(probe), Some(planner)) = (&self.probe, self.shared.planner.get())
+            && probe.sampled[path]
+            && !rows.is_empty()
+        {
+            planner.observe_event_samples(path, rows);
         }
     }
 }
 
 impl Drop for Batch {
     fn drop(&mut self) {
-        if let (Some(probe), Some(planner)) = (&self.probe, self.shared.planner.get()) {
-            let bits = probe.bits.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(probe) = &self.probe {
+            let bits = std::mem::take(&mut *probe.bits.lock().unwrap_or_else(|p| p.into_inner()));
             for (p, rows) in bits.iter().enumerate() {
-                if probe.sampled[p] && !rows.is_empty() {
-                    planner.observe_event_samples(p, rows);
-                }
+                self.send_probe(p, rows);
             }
         }
         let finals = self.lock().iter().map(|s| (s.n, s.w)).collect();

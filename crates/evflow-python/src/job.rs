@@ -220,7 +220,7 @@ impl Job {
             return Err(PyValueError::new_err("the process has no source"));
         };
         let shared = Arc::new(Shared::new(
-            self.paths.len(),
+            self.paths.iter().map(|p| p.modules.len()).collect(),
             union,
             intersect,
             weight_sum,

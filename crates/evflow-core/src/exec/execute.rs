@@ -128,6 +128,13 @@ impl Engine {
         if self.graph.modules[module].restricted() {
             self.end_stall(slot, module, data.id, thread);
         }
+        if phase != Phase::Produce
+            && !self
+                .coordinator
+                .replan(slot, module, instance, out, &**self)
+        {
+            return;
+        }
         let event = crate::event::Event {
             data,
             graph: &self.graph,

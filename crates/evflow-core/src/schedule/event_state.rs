@@ -169,6 +169,55 @@ impl EventState {
         }
     }
 
+    /// The one path whose next step is `module`, dispatched but not yet
+    /// run, and nothing of the path done: a path that may still take
+    /// another plan ([`replan`](Self::replan)).
+    pub fn unstarted_path(&self, graph: &Graph, module: ModuleIdx) -> Option<PathIdx> {
+        let node = &graph.modules[module];
+        let &[p] = node.paths.as_slice() else {
+            return None;
+        };
+        let fresh = !self.failed
+            && self.cursor[p] == 0
+            && self.path_status[p] == PathStatus::Running
+            && self.status[module] == Status::Dispatched
+            && self.plans[p].groups.first().is_some_and(|g| g == &[module]);
+        fresh.then_some(p)
+    }
+
+    /// Gives path `p`, not started ([`unstarted_path`](Self::unstarted_path)
+    /// of `module`), the plan `plan`, decided since the event started.
+    /// Returns whether `module` still runs now: not when the new plan starts
+    /// with another step and nothing else of the event needs `module` (it
+    /// is withdrawn, and the new first step pushed to `ready`).
+    pub fn replan(
+        &mut self,
+        graph: &Graph,
+        p: PathIdx,
+        module: ModuleIdx,
+        plan: Arc<PathPlan>,
+        ready: &mut Vec<ModuleIdx>,
+    ) -> bool {
+        if plan.groups.first().is_some_and(|g| g == &[module]) {
+            self.plans[p] = plan;
+            return true;
+        }
+        let node = &graph.modules[module];
+        let needed = node.end_path
+            || node
+                .consumers
+                .iter()
+                .any(|&c| matches!(self.status[c], Status::Waiting | Status::Dispatched));
+        if needed || !plan.order().any(|m| m == module) {
+            return true;
+        }
+        self.status[module] = Status::Idle;
+        self.dispatched -= 1;
+        self.plans[p] = plan;
+        self.advance(graph, p, ready);
+        false
+    }
+
     /// Stops dispatching anything more for this event (job abort).
     pub fn cancel(&mut self) {
         self.failed = true;
@@ -315,5 +364,72 @@ impl EventState {
         self.status[m] = Status::Dispatched;
         self.dispatched += 1;
         ready.push(m);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ModuleResult;
+    use crate::event::Event;
+    use crate::module::{Filter, Transitions};
+    use crate::process::{ModuleDesc, PathDesc, Process};
+    use crate::source::EmptySource;
+
+    struct Pass;
+    impl Transitions for Pass {}
+    impl Filter for Pass {
+        fn filter(&self, _: &Event<'_>) -> ModuleResult<bool> {
+            Ok(true)
+        }
+    }
+
+    /// Path `sel`: `a > b`, reorderable; `c`: the one step of two paths.
+    fn graph() -> Graph {
+        let mut proc = Process::new("replan");
+        proc.set_source(EmptySource::new(1));
+        for label in ["a", "b", "c"] {
+            proc.add(ModuleDesc::filter(label, Pass));
+        }
+        proc.add_path(PathDesc::new("sel", ["a", "b"]).reorderable(true));
+        proc.add_path(PathDesc::new("one", ["c"]).reorderable(true));
+        proc.add_path(PathDesc::new("two", ["c"]).reorderable(true));
+        proc.compile().unwrap()
+    }
+
+    #[test]
+    fn a_path_not_started_takes_the_plan_decided_meanwhile() {
+        let g = graph();
+        let (a, b) = (g.paths[0].steps[0], g.paths[0].steps[1]);
+        let c = g.paths[1].steps[0];
+        let mut st = EventState::new(&g);
+        let mut ready = Vec::new();
+        st.start(
+            &g,
+            7,
+            |p| Arc::new(PathPlan::sequence(g.paths[p].steps.iter().copied())),
+            &mut ready,
+        );
+        assert_eq!(ready, [a, c]);
+        // A step of two paths is never withdrawn for one of them.
+        assert_eq!(st.unstarted_path(&g, c), None);
+        assert_eq!(st.unstarted_path(&g, a), Some(0));
+        // A plan with the same first step: `a` runs, under the new plan.
+        ready.clear();
+        assert!(st.replan(&g, 0, a, Arc::new(PathPlan::sequence([a, b])), &mut ready));
+        assert!(ready.is_empty());
+        // Another first step: `a` is withdrawn and `b` dispatched instead.
+        assert!(!st.replan(&g, 0, a, Arc::new(PathPlan::sequence([b, a])), &mut ready));
+        assert_eq!(ready, [b]);
+        assert_eq!(st.unstarted_path(&g, a), None);
+        ready.clear();
+        st.module_done(&g, c, Outcome::Pass, &mut ready);
+        st.module_done(&g, b, Outcome::Reject, &mut ready);
+        assert!(ready.is_empty());
+        assert_eq!(st.path_status()[0], PathStatus::Rejected);
+        let mut out = PathOutcome::default();
+        st.path_outcome(0, &mut out);
+        assert_eq!(out.steps, [(b, false)]);
+        assert!(st.is_finished());
     }
 }

@@ -198,29 +198,87 @@ impl Coordinator {
             let end_before = state.end_path_started();
             let mut ready = std::mem::take(&mut state.scratch);
             state.module_done(&self.graph, module, outcome, &mut ready);
-            // Before anything of the end path is dispatched: a module queued
-            // at the arbiter may be admitted, and run, by another thread at
-            // once.
-            if !end_before && state.end_path_started() {
-                obs.end_path_started(slot, state);
-            }
-            // Admission takes the arbiter lock inside the event lock; the
-            // reverse order never happens.
-            self.dispatch(slot, &ready, out, obs);
-            ready.clear();
-            state.scratch = ready;
-            let finished = state.is_finished();
-            if finished {
-                self.observe_paths(slot, state, obs);
-                obs.event_finished(slot, state);
-            }
-            finished
+            self.settle(slot, state, end_before, ready, out, obs)
         };
         if finished {
-            let mut steps = Vec::new();
-            lock(&self.source).event_done(slot, &mut steps);
-            self.source_steps(steps, out, obs);
+            self.event_done(slot, out, obs);
         }
+    }
+
+    /// Before `module` runs on the event in `slot` (its first phase): when
+    /// it is the first step of a reorderable path that has not started on
+    /// the event, the path takes the plan in force now (the planner may
+    /// have decided since the event started, while the event waited for a
+    /// thread: a batch of a columnar analysis in flight). Returns whether
+    /// `module` runs; if not, it was withdrawn (its admission released) and
+    /// the tasks of the new plan are in `out`.
+    pub fn replan(
+        &self,
+        slot: usize,
+        module: ModuleIdx,
+        instance: u32,
+        out: &mut Vec<Task>,
+        obs: &impl Observer,
+    ) -> bool {
+        match self.graph.modules[module].paths.as_slice() {
+            &[p] if self.graph.paths[p].reorderable => {}
+            _ => return true,
+        }
+        let finished = {
+            let mut guard = lock(&self.slots[slot]);
+            let state = &mut *guard;
+            let Some(p) = state.unstarted_path(&self.graph, module) else {
+                return true;
+            };
+            let plan = self.planner.plan(p, state.index());
+            let end_before = state.end_path_started();
+            let mut ready = std::mem::take(&mut state.scratch);
+            if state.replan(&self.graph, p, module, plan, &mut ready) {
+                state.scratch = ready;
+                return true;
+            }
+            self.settle(slot, state, end_before, ready, out, obs)
+        };
+        self.release(module, instance, out);
+        if finished {
+            self.event_done(slot, out, obs);
+        }
+        false
+    }
+
+    /// After a change of the event in `slot` (under its lock): tells the
+    /// observer, dispatches `ready`; returns whether the event finished.
+    fn settle(
+        &self,
+        slot: usize,
+        state: &mut EventState,
+        end_before: bool,
+        mut ready: Vec<ModuleIdx>,
+        out: &mut Vec<Task>,
+        obs: &impl Observer,
+    ) -> bool {
+        // Before anything of the end path is dispatched: a module queued at
+        // the arbiter may be admitted, and run, by another thread at once.
+        if !end_before && state.end_path_started() {
+            obs.end_path_started(slot, state);
+        }
+        // Admission takes the arbiter lock inside the event lock; the
+        // reverse order never happens.
+        self.dispatch(slot, &ready, out, obs);
+        ready.clear();
+        state.scratch = ready;
+        let finished = state.is_finished();
+        if finished {
+            self.observe_paths(slot, state, obs);
+            obs.event_finished(slot, state);
+        }
+        finished
+    }
+
+    fn event_done(&self, slot: usize, out: &mut Vec<Task>, obs: &impl Observer) {
+        let mut steps = Vec::new();
+        lock(&self.source).event_done(slot, &mut steps);
+        self.source_steps(steps, out, obs);
     }
 
     /// The `Acquire` step of an external-work module succeeded and its

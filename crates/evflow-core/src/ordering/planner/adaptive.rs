@@ -62,6 +62,16 @@ impl OrderingPlanner {
         self.decide_ns.fetch_add(spent, Relaxed);
     }
 
+    /// A decision at the next observed event (the first per-event samples
+    /// of batches came in; the batch that measured them is observed next,
+    /// once the running times of its steps are recorded): the batches in
+    /// flight whose path has not started take its order, rather than the
+    /// written one.
+    pub(super) fn decide_soon(&self, d: &Dyn) {
+        lock(&d.state).next_decision = 0;
+        d.next_check.store(0, Relaxed);
+    }
+
     /// The estimate of the joint pass distribution: the sampled decision
     /// vectors, post-stratified on the step that rejected the event in each
     /// order of `epochs` (whose stop counts measure the distribution of

@@ -33,6 +33,8 @@ mod report;
 mod robust;
 mod state;
 mod stats;
+#[cfg(test)]
+mod tests;
 
 use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
@@ -218,6 +220,22 @@ impl OrderingPlanner {
         }
     }
 
+    /// Whether a batch (event `event_index` of a columnar analysis) should
+    /// report per-event decisions of a subsample on `path`
+    /// ([`observe_event_samples`](Self::observe_event_samples)): when it is
+    /// sampled, and every batch until the first samples of the path came
+    /// in (their cost is bounded by the subsample; the first decision
+    /// comes from the first batch that finishes, not the first one that
+    /// happens to be sampled).
+    pub fn wants_event_samples(&self, path: PathIdx, event_index: u64) -> bool {
+        match &self.paths[path] {
+            Slot::Dynamic(d) if d.policy == Policy::Adaptive => {
+                lock(&d.samples).total == 0 || self.is_sampled(path, event_index)
+            }
+            _ => false,
+        }
+    }
+
     /// Per-event decision vectors of `path`'s steps on events of a batch
     /// (the events entering the path, a subsample of them): `(known,
     /// passed)` bit masks by step position in the written order (bit `j`:
@@ -233,15 +251,22 @@ impl OrderingPlanner {
         } else {
             (1u64 << d.steps.len()) - 1
         };
-        let mut s = lock(&d.samples);
-        for &(known, pass) in samples {
-            let known = known & full;
-            if known != 0 {
-                s.push(Sample {
-                    known,
-                    pass: pass & known,
-                });
+        let first = {
+            let mut s = lock(&d.samples);
+            let before = s.total;
+            for &(known, pass) in samples {
+                let known = known & full;
+                if known != 0 {
+                    s.push(Sample {
+                        known,
+                        pass: pass & known,
+                    });
+                }
             }
+            before == 0 && s.total > 0
+        };
+        if first {
+            self.decide_soon(d);
         }
     }
 

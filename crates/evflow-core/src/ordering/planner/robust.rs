@@ -22,6 +22,9 @@ const COST_SHIFT_Z: f64 = 4.0;
 /// Recent measurements per module (and thread stripe) compared with the
 /// last decision's cost.
 const COST_RECENT: usize = 32;
+/// One timing of a step run on a batch counts as at most this many timings
+/// of one event (a relative uncertainty of 10% for a single one).
+const BATCH_TIMING_WEIGHT: f64 = 100.0;
 
 impl OrderingPlanner {
     /// The robust cost of each step (its own running time plus that of the
@@ -64,12 +67,22 @@ impl OrderingPlanner {
         for (i, e) in est.iter_mut().enumerate() {
             let seen = d.batch_seen[i].load(Relaxed);
             let runs = d.batch_runs[i].load(Relaxed);
-            if let Some((mean, se, _)) = e
+            if let Some((mean, se, kept)) = e
                 && seen > 0
             {
                 let per = runs as f64 / seen as f64;
                 *mean *= per;
                 *se *= per;
+                // A timing of a batch averages the running time over its
+                // events: worth as many timings of one event, up to
+                // `BATCH_TIMING_WEIGHT` (the machine's noise is common to
+                // the batch's events). A single one is then not "as
+                // uncertain as its own size", nor shrunk to the others.
+                let weight = (1.0 / per).clamp(1.0, BATCH_TIMING_WEIGHT);
+                if *kept == 1 {
+                    *se /= weight.sqrt();
+                }
+                *kept = (*kept as f64 * weight) as usize;
             }
         }
         for (i, (c, se)) in costs::shrink(&est).into_iter().enumerate() {
