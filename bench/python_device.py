@@ -13,7 +13,8 @@ the same numpy computation, and every run's products are checked equal.
 ``--device cuda`` runs the device implementation with CuPy on a GPU instead
 (the host cost is then also real: ``--host-us 0`` leaves only numpy's own);
 CuPy's ``cos``/``sin`` may differ from numpy's in the last bits, so there
-products are compared to a relative 1e-12.
+each batch's sum of products is compared within 1e-6 of its sum of
+magnitudes (float32 columns).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import evflow as ef
 from evflow.device import EmulatedDevice
 
 
-def _process(events: int, step: int, host_s: float, sums: list[tuple[int, float]]) -> ef.Process:
+def _process(events: int, step: int, host_s: float, sums: list[tuple[int, float, float]]) -> ef.Process:
     proc = ef.Process("split")
     proc.source = ef.source.synthetic(events, step_size=step, seed=11)
 
@@ -44,7 +45,10 @@ def _process(events: int, step: int, host_s: float, sums: list[tuple[int, float]
 
     @proc.analyzer(consumes=["met_x", "met_y"])
     def check(ev):
-        sums.append((ev.info.index, float(np.sum(ev.met_x, dtype=np.float64) + np.sum(ev.met_y))))
+        x, y = np.asarray(ev.met_x, dtype=np.float64), np.asarray(ev.met_y, dtype=np.float64)
+        sums.append(
+            (ev.info.index, float(np.sum(x) + np.sum(y)), float(np.sum(np.abs(x)) + np.sum(np.abs(y))))
+        )
 
     return proc
 
@@ -63,12 +67,12 @@ def main() -> None:
     args = ap.parse_args()
 
     splits = [f"fixed:{p}" for p in range(0, 101, 100 // args.steps)] + ["adaptive"]
-    reference: list[tuple[int, float]] | None = None
+    reference: list[tuple[int, float, float]] | None = None
     rows = []
     for split in splits:
         rates, fractions = [], []
         for _ in range(args.repeat):
-            sums: list[tuple[int, float]] = []
+            sums: list[tuple[int, float, float]] = []
             proc = _process(args.events, args.step, args.host_us * 1e-6, sums)
             if args.device == "cuda":
                 r = proc.run(threads=args.threads, device="cuda", device_split=split)
@@ -82,7 +86,13 @@ def main() -> None:
             if args.device == "cuda":
                 got, want = np.array(sums), np.array(reference)
                 assert np.array_equal(got[:, 0], want[:, 0]), f"{split}: other batches than the first run's"
-                assert np.allclose(got[:, 1], want[:, 1], rtol=1e-12), f"{split}: products differ"
+                # Per batch: the sum's error is bounded by the rounding of
+                # each term, relative to the sum of magnitudes (the sum
+                # itself cancels).
+                off = np.abs(got[:, 1] - want[:, 1]) / want[:, 2]
+                assert np.all(off <= 1e-6), (
+                    f"{split}: products differ (up to {off.max():.2e} of the magnitudes)"
+                )
             else:
                 assert sums == reference, f"{split}: products differ from the first run's"
             rates.append(r.throughput)
