@@ -361,3 +361,76 @@ def test_progress_over_the_job_and_dashboard(client: Any, capsys: pytest.Capture
     err = capsys.readouterr().err
     assert f"Dask dashboard at {client.dashboard_link}" in err
     assert "4000/4000 events" in err and "chunks" in err
+
+
+def test_feed_tail_every_event_once_and_identical(client: Any, files: dict[str, list[str]]) -> None:
+    """The default chunking cuts chunks as they are dispatched: long first,
+    short at the tail; every batch is in exactly one chunk, in order, and
+    the merged results are the single-process run's."""
+    from evflow.distributed.chunks import batch_steps, chunk_starts, gather_meta, read_meta
+    from evflow.distributed.feed import ChunkFeed
+
+    src = ef.source.parquet(files["parquet"], step_size=500)
+    metas = gather_meta(src, ["nJet"], lambda paths: [read_meta(src, p, ["nJet"]) for p in paths])
+    steps = batch_steps(src, metas)
+    starts = chunk_starts(src, metas, steps)
+    for timed in (None, 1e-6, 1e-3):
+        feed = ChunkFeed(steps, "parquet", starts, workers=2)
+        chunks = []
+        while (ch := feed.next()) is not None:
+            chunks.append(ch)
+            if timed is not None:
+                feed.observe(ch.events, ch.events * timed, overhead=0.0)
+        assert [s for ch in chunks for s in ch.steps] == steps  # each batch once, in order
+        assert [ch.index for ch in chunks] == list(range(len(chunks)))
+        assert [ch.first_batch for ch in chunks] == [steps.index(ch.steps[0]) for ch in chunks]
+        assert all(starts[ch.first_batch] for ch in chunks)  # at row-group starts
+        if timed != 1e-6:  # (cheap work: two chunks of at least min_seconds)
+            assert chunks[0].events > chunks[-1].events, [ch.events for ch in chunks]
+    # Timed: a chunk is at least min_seconds of work, at most max_seconds.
+    feed = ChunkFeed([("f", a, a + 100) for a in range(0, 100_000, 100)], "synthetic", workers=2)
+    feed.observe(1000, 1.0)  # 1 ms per event
+    feed.min_seconds = 0.5
+    sizes = [ch.events for ch in feed]
+    assert min(sizes[:-1]) >= 500 and max(sizes) <= 5000 and sum(sizes) == 100_000
+    # A run: identical to one process, in several chunks, shrinking at the tail.
+    single = _analysis(src).run(threads=1, filter_order=FIXED)
+    dist = _analysis(src).run(client=client, filter_order=FIXED)
+    _same(single, dist)
+    got = dist.report["distributed"]["chunks"]
+    assert len(got) >= 4 and got[0]["events"] > got[-1]["events"]
+    assert [c["first_batch"] for c in got] == sorted(c["first_batch"] for c in got)
+
+
+def test_unweighted_histograms_fold_on_the_worker(files: dict[str, list[str]]) -> None:
+    """A chunk hands over one part for an unweighted histogram (counts add
+    exactly in any grouping) and every batch's part for a weighted one."""
+    import cloudpickle
+
+    from evflow.distributed.chunks import Chunk
+    from evflow.distributed.task import run_chunk
+
+    src = ef.source.synthetic(4_000, step_size=STEP)
+    chunk = Chunk(0, tuple(("<synthetic>", a, a + STEP) for a in range(0, 4_000, STEP)), "synthetic")
+    options = {"threads": 1, "skims": []}
+    r = run_chunk(cloudpickle.dumps(_analysis(None)), "fold", src, chunk, options)
+    parts = r["raw"]["hist_parts"]
+    assert len(parts["jet_pt"]) == 1 and len(parts["met"]) == 1 and len(parts["mll"]) == 4
+    assert r["overhead_s"] >= 0
+    single = _analysis(src).run(threads=1)
+    assert np.array_equal(
+        parts["jet_pt"][0][1].values(flow=True), single.histograms["jet_pt"].values(flow=True)
+    )
+    # Dask's nanny sets MALLOC_TRIM_THRESHOLD_: the worker fixes the mmap threshold.
+    import platform
+    import subprocess
+    import sys
+
+    code = "from evflow.distributed.task import tune_malloc; print(tune_malloc())"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    plain = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    nanny = subprocess.run([sys.executable, "-c", code], env={**env, "MALLOC_TRIM_THRESHOLD_": "65536"},
+                           capture_output=True, text=True)  # fmt: skip
+    assert plain.stdout.strip() == "False"
+    glibc = platform.libc_ver()[0] == "glibc"
+    assert nanny.stdout.strip() == ("True" if glibc else "False"), nanny.stderr

@@ -339,10 +339,43 @@ struct FileMeta {
     mask: ProjectionMask,
 }
 
-fn load_metadata(path: &str, columns: &[String]) -> Result<FileMeta, String> {
+/// Footers already read in this process, by path, modification time and
+/// size: a chunk of a distributed run (and the check before a run) opens a
+/// file whose footer an earlier chunk parsed (a large footer takes
+/// milliseconds to parse).
+type FooterKey = (String, std::time::SystemTime, u64);
+static FOOTERS: Mutex<Vec<(FooterKey, ArrowReaderMetadata)>> = Mutex::new(Vec::new());
+const FOOTERS_KEPT: usize = 64;
+
+/// The footer of `path`, parsed once while the file is unchanged.
+fn footer(path: &str) -> Result<ArrowReaderMetadata, String> {
     let file = File::open(path).map_err(|e| format!("cannot open Parquet file '{path}': {e}"))?;
+    let key = file
+        .metadata()
+        .ok()
+        .and_then(|m| Some((path.to_string(), m.modified().ok()?, m.len())));
+    let mut cache = FOOTERS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(k) = &key
+        && let Some((_, meta)) = cache.iter().find(|(have, _)| have == k)
+    {
+        return Ok(meta.clone());
+    }
+    drop(cache);
     let metadata = ArrowReaderMetadata::load(&file, ArrowReaderOptions::default())
         .map_err(|e| format!("file '{path}' is not readable Parquet: {e}"))?;
+    if let Some(k) = key {
+        cache = FOOTERS.lock().unwrap_or_else(|e| e.into_inner());
+        cache.retain(|(have, _)| have.0 != k.0);
+        if cache.len() >= FOOTERS_KEPT {
+            cache.remove(0);
+        }
+        cache.push((k, metadata.clone()));
+    }
+    Ok(metadata)
+}
+
+fn load_metadata(path: &str, columns: &[String]) -> Result<FileMeta, String> {
+    let metadata = footer(path)?;
     let fields = metadata.schema().fields().clone();
     let mut roots = Vec::with_capacity(columns.len());
     for c in columns {
@@ -740,12 +773,9 @@ impl Source for ParquetSource {
 #[pyfunction]
 pub(crate) fn parquet_metadata<'py>(py: Python<'py>, path: String) -> PyResult<Bound<'py, PyDict>> {
     let meta = py.detach(|| -> Result<_, String> {
-        let file =
-            File::open(&path).map_err(|e| format!("cannot open Parquet file '{path}': {e}"))?;
-        let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-            .map_err(|e| format!("file '{path}' is not readable Parquet: {e}"))?;
-        let md = builder.metadata();
-        let columns: Vec<(String, String)> = builder
+        let meta = footer(&path)?;
+        let md = meta.metadata();
+        let columns: Vec<(String, String)> = meta
             .schema()
             .fields()
             .iter()

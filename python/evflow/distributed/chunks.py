@@ -26,7 +26,16 @@ from typing import Any
 from ..errors import ConfigurationError, EvflowError, InputError
 from ..source import ParquetSource, RootSource, Source, SyntheticSource
 
-__all__ = ["Chunk", "FileMeta", "Piece", "chunk_source", "plan_chunks", "read_meta"]
+__all__ = [
+    "Chunk",
+    "FileMeta",
+    "Piece",
+    "batch_steps",
+    "chunk_source",
+    "chunk_starts",
+    "plan_chunks",
+    "read_meta",
+]
 
 
 @dataclass(frozen=True)
@@ -266,6 +275,40 @@ def source_kind(source: Source) -> str:
     )
 
 
+def batch_steps(source: Source, metas: list[FileMeta]) -> list[tuple[str, int, int]]:
+    """The single-process batches of ``source`` over the readable files in
+    ``metas``, in order: ``(file, start, stop)`` each."""
+    kind = source_kind(source)
+    good = [m for m in metas if m.error is None]  # in the source's order, repeats kept
+    if kind == "root":
+        assert isinstance(source, RootSource)
+        return _root_steps(source, good)
+    if kind == "parquet":
+        assert isinstance(source, ParquetSource)
+        return _parquet_steps(source, good)
+    if kind == "pyarrow":
+        assert isinstance(source, ParquetSource)
+        return _pyarrow_steps(source, good)
+    assert isinstance(source, SyntheticSource)
+    return _synthetic_steps(source)
+
+
+def chunk_starts(source: Source, metas: list[FileMeta], steps: Sequence[tuple[str, int, int]]) -> list[bool]:
+    """Whether a chunk may start at each step: anywhere, except that the
+    native Parquet reader starts a chunk at a row-group boundary (a row
+    group larger than the step gives several batches, never split)."""
+    if source_kind(source) != "parquet":
+        return [True] * len(steps)
+    cuts: set[tuple[str, int]] = set()
+    for m in metas:
+        if m.error is None:
+            offset = 0
+            for rows in m.layout:
+                cuts.add((m.path, offset))
+                offset += rows
+    return [(f, a) in cuts for f, a, _b in steps]
+
+
 def plan_chunks(
     source: Source,
     metas: list[FileMeta],
@@ -274,49 +317,27 @@ def plan_chunks(
     workers: int,
 ) -> list[Chunk]:
     """Groups the single-process batches of ``source`` (over the readable
-    files in ``metas``) into chunks of about ``chunk_size`` events (default:
-    a multiple of ``workers`` chunks of at most 10 batches each), cut as
-    evenly as the batches allow."""
-    kind = source_kind(source)
-    good = [m for m in metas if m.error is None]  # in the source's order, repeats kept
-    if kind == "root":
-        assert isinstance(source, RootSource)
-        steps = _root_steps(source, good)
-    elif kind == "parquet":
-        assert isinstance(source, ParquetSource)
-        steps = _parquet_steps(source, good)
-    elif kind == "pyarrow":
-        assert isinstance(source, ParquetSource)
-        steps = _pyarrow_steps(source, good)
-    else:
-        assert isinstance(source, SyntheticSource)
-        steps = _synthetic_steps(source)
+    files in ``metas``) into chunks: of about ``chunk_size`` events each, cut
+    as evenly as the batches allow; without ``chunk_size``, the chunks a
+    :class:`~evflow.distributed.feed.ChunkFeed` for ``workers`` cuts before
+    any chunk has been timed (a run sizes them as it goes: see there)."""
+    from .feed import ChunkFeed
+
+    steps = batch_steps(source, metas)
     if not steps:
         return []
-    if chunk_size is not None:
-        if chunk_size <= 0:
-            raise ConfigurationError(f"chunk_size must be positive, not {chunk_size}")
-        n_chunks = math.ceil(len(steps) / max(1, round(chunk_size / max(1, source.step_size))))
-    else:
-        # A multiple of the workers, at most 10 batches per chunk: equal
-        # shares for equal workers, and chunks short enough to rebalance.
-        w = max(1, workers)
-        n_chunks = min(len(steps), w * math.ceil(len(steps) / (w * 10)))
-    # The native Parquet reader starts a chunk at a row-group boundary: a
-    # row group larger than the step gives several batches, never split.
-    cuts: set[tuple[str, int]] | None = None
-    if kind == "parquet":
-        cuts = set()
-        for m in good:
-            offset = 0
-            for rows in m.layout:
-                cuts.add((m.path, offset))
-                offset += rows
+    kind = source_kind(source)
+    starts = chunk_starts(source, metas, steps)
+    if chunk_size is None:
+        return list(ChunkFeed(steps, kind, starts, workers=workers))
+    if chunk_size <= 0:
+        raise ConfigurationError(f"chunk_size must be positive, not {chunk_size}")
+    n_chunks = math.ceil(len(steps) / max(1, round(chunk_size / max(1, source.step_size))))
     chunks: list[Chunk] = []
     i = 0
     for k in range(1, n_chunks + 1):
         j = max(i + 1, round(k * len(steps) / n_chunks))
-        while cuts is not None and j < len(steps) and (steps[j][0], steps[j][1]) not in cuts:
+        while j < len(steps) and not starts[j]:
             j += 1
         if i >= len(steps):
             break

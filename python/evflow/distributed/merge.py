@@ -25,10 +25,9 @@ __all__ = ["Merger", "merge_reports"]
 class Merger:
     """Adds chunk results in chunk order; skipped chunks leave a gap."""
 
-    def __init__(self, chunks: Sequence[Chunk], hist_names: Sequence[str], n_skims: int) -> None:
-        self.chunks = list(chunks)
+    def __init__(self, hist_names: Sequence[str], n_skims: int) -> None:
         self.next = 0
-        self.pending: dict[int, dict[str, Any] | None] = {}
+        self.pending: dict[int, tuple[Chunk, dict[str, Any] | None]] = {}
         self.records: list[tuple[Any, ...]] = []
         self.batches: list[tuple[Any, ...]] = []
         self.finals: list[tuple[Any, ...]] = []
@@ -39,13 +38,14 @@ class Merger:
         self.summaries: list[dict[str, Any]] = []
         self.events = 0
 
-    def add(self, index: int, result: dict[str, Any] | None) -> None:
-        """Hands in chunk ``index``'s result (``None``: skipped)."""
-        self.pending[index] = result
+    def add(self, chunk: Chunk, result: dict[str, Any] | None) -> None:
+        """Hands in ``chunk``'s result (``None``: skipped). Chunks are
+        numbered 0, 1, ... in the order of their batches."""
+        self.pending[chunk.index] = (chunk, result)
         while self.next in self.pending:
-            r = self.pending.pop(self.next)
+            ch, r = self.pending.pop(self.next)
             if r is not None:
-                self._merge(self.chunks[self.next], r)
+                self._merge(ch, r)
             self.next += 1
 
     @property

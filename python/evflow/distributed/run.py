@@ -20,7 +20,17 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError, EvflowError, InputError, JobError, ModuleError
-from .chunks import FileMeta, gather_meta, plan_chunks, read_meta, source_kind
+from .chunks import (
+    Chunk,
+    FileMeta,
+    batch_steps,
+    chunk_starts,
+    gather_meta,
+    plan_chunks,
+    read_meta,
+    source_kind,
+)
+from .feed import ChunkFeed
 from .merge import Merger, merge_reports
 from .task import run_chunk
 
@@ -32,6 +42,12 @@ __all__ = ["MANIFEST", "run"]
 
 #: The file, in a skim's directory, that lists its parts; written last.
 MANIFEST = "_manifest.json"
+#: An analysis pickled to at most this many bytes travels inside each chunk
+#: task (no dependency ties the chunks to one worker); a larger one is
+#: computed once and copied to every worker.
+INLINE_PAYLOAD = 256 * 1024
+#: Chunks in flight per worker thread: one running, the next queued.
+IN_FLIGHT = 2
 _PART = re.compile(r"^part-\d{5}\.parquet$|^\.part-\d{5}\.parquet\.evflow-partial-\d+$")
 
 
@@ -98,11 +114,12 @@ def _connect(client: Any, processes: int | None) -> Iterator[Any]:
 _PROBED: set[str] = set()
 
 
-def _check_workers(client: Any) -> int:
+def _check_workers(client: Any) -> tuple[int, int]:
     """Every worker imports evflow (a clear error instead of failing tasks);
-    returns the number of workers (at least 1)."""
+    returns the number of workers and of their threads (at least 1 each)."""
     try:
-        workers = set(client.nthreads())
+        nthreads = client.nthreads()
+        workers = set(nthreads)
         new = sorted(workers - _PROBED)
         if new:
             client.run(_probe, workers=new)
@@ -112,14 +129,22 @@ def _check_workers(client: Any) -> int:
             f"a Dask worker cannot run evflow ({type(e).__name__}: {e}); install evflow and the "
             "analysis's dependencies in the workers' environment"
         ) from e
-    return max(1, len(workers))
+    return max(1, len(workers)), max(1, sum(nthreads.values()))
+
+
+def _slots(client: Any) -> int | None:
+    """The cluster's threads now (workers come and go), or None if unknown."""
+    try:
+        return max(1, sum(client.nthreads().values()))
+    except Exception:
+        return None
 
 
 class _Progress:
     """One progress line over the whole job: events and chunks done, rate."""
 
-    def __init__(self, events: int, chunks: int) -> None:
-        self.events, self.chunks = events, chunks
+    def __init__(self, events: int) -> None:
+        self.events = events
         self.t0 = time.perf_counter()
 
     def __call__(self, chunks: int, events: int) -> None:
@@ -127,8 +152,7 @@ class _Progress:
         frac = events / self.events if self.events else 1.0
         bar = "#" * int(30 * frac)
         sys.stderr.write(
-            f"\r[{bar:<30}] {frac:6.1%}  {events}/{self.events} events  "
-            f"{chunks}/{self.chunks} chunks  {rate:,.0f} ev/s"
+            f"\r[{bar:<30}] {frac:6.1%}  {events}/{self.events} events  {chunks} chunks  {rate:,.0f} ev/s"
         )
         sys.stderr.flush()
 
@@ -257,7 +281,7 @@ def run(
 
     t0 = time.perf_counter()
     with _connect(client, processes) as c:
-        workers = _check_workers(c)
+        workers, slots = _check_workers(c)
         timing = {"connect_s": time.perf_counter() - t0}
         link = getattr(c, "dashboard_link", None)
         if link and (progress is True if dashboard is None else dashboard):
@@ -278,7 +302,13 @@ def run(
                     if not skip_bad_files:
                         raise m.error
                     skipped_files.append({"file": m.path, "error": str(m.error)})
-        chunks = plan_chunks(source, metas, chunk_size=chunk_size, workers=workers)
+        steps = batch_steps(source, metas)
+        fixed = (
+            plan_chunks(source, metas, chunk_size=chunk_size, workers=slots)
+            if chunk_size is not None
+            else None
+        )
+        feed = ChunkFeed(steps, kind, chunk_starts(source, metas, steps), workers=slots, fixed=fixed)
         timing["plan_s"] = time.perf_counter() - t0 - timing["connect_s"]
         template = copy.copy(source)  # each task gets its chunk's files
         if hasattr(template, "files"):
@@ -305,38 +335,41 @@ def run(
             "filter_order": filter_order,
             "skims": skim_dirs,
         }
-        merger = Merger(chunks, list(templates), len(skim_dirs))
-        total = sum(ch.events for ch in chunks)
+        merger = Merger(list(templates), len(skim_dirs))
         show: Callable[[int, int], None] | None = None
         bar: _Progress | None = None
         if progress is True:
-            bar = _Progress(total, len(chunks))
+            bar = _Progress(feed.total_events)
             show = bar
         elif callable(progress):
             show = progress
         skipped_chunks: list[dict[str, Any]] = []
-        payload_future = c.submit(_payload_task, payload, key=f"evflow-analysis-{job}", pure=False)
-        futures = {
-            c.submit(
-                run_chunk,
-                payload_future,
-                token,
-                template,
-                ch,
-                options,
-                key=f"evflow-chunk-{job}-{ch.index:05d}",
-                pure=False,
-                priority=len(chunks) - ch.index,  # earlier chunks first: the merge follows
-            ): ch
-            for ch in chunks
-        }
-        done_chunks = done_events = 0
-        try:
-            from distributed import as_completed
+        payload_arg: Any = payload
+        payload_future = None
+        if len(payload) > INLINE_PAYLOAD:
+            payload_future = c.submit(_payload_task, payload, key=f"evflow-analysis-{job}", pure=False)
+            c.replicate([payload_future])  # on every worker: the chunks follow no single one
+            payload_arg = payload_future
+        from distributed import as_completed
 
-            # Results are fetched in the background as chunks finish (batched),
-            # not one round trip per chunk.
-            for fut, r in as_completed(list(futures), with_results=True, raise_errors=False):
+        # Results are fetched in the background as chunks finish (batched),
+        # not one round trip per chunk.
+        running = as_completed(with_results=True, raise_errors=False)
+        futures: dict[Any, Chunk] = {}
+
+        def dispatch() -> None:
+            """Keeps IN_FLIGHT chunks per worker thread submitted, in order."""
+            while len(futures) < IN_FLIGHT * feed.workers and (ch := feed.next()) is not None:
+                fut = c.submit(run_chunk, payload_arg, token, template, ch, options, pure=False,
+                               key=f"evflow-chunk-{job}-{ch.index:05d}", priority=-ch.index)  # fmt: skip
+                futures[fut] = ch
+                running.add(fut)
+
+        done_chunks = done_events = 0
+        polled = time.perf_counter()
+        try:
+            dispatch()
+            for fut, r in running:
                 ch = futures.pop(fut)
                 fut.release()
                 if isinstance(r, ImportError):
@@ -358,9 +391,14 @@ def run(
                             "error": str(_chunk_error(r["error"])),
                         }
                     )
-                    merger.add(ch.index, None)
+                    merger.add(ch, None)
                 else:
-                    merger.add(ch.index, r)
+                    feed.observe(ch.events, float(r["wall_s"]), r.get("overhead_s"))
+                    if feed.left_events and time.perf_counter() - polled > 1.0:
+                        polled = time.perf_counter()  # workers may have come or gone
+                        feed.set_workers(_slots(c) or feed.workers)
+                    dispatch()  # the next chunk before this one is merged
+                    merger.add(ch, r)
                     done_events += int(r["events"])
                     if orders_var is not None:
                         for name, order in r["order"].items():
@@ -369,6 +407,7 @@ def run(
                         if seed != published:
                             orders_var.set(seed)
                             published = seed
+                dispatch()
                 done_chunks += 1
                 if show is not None:
                     show(done_chunks, done_events)
@@ -380,7 +419,8 @@ def run(
                     _prepare_skim_dir(d)
             raise
         finally:
-            payload_future.release()
+            if payload_future is not None:
+                payload_future.release()
             if orders_var is not None:
                 with contextlib.suppress(Exception):
                     orders_var.delete()
