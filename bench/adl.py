@@ -96,7 +96,11 @@ def worker(args: argparse.Namespace) -> int:
         import adl
 
         def run(query: int, file: Path) -> tuple[int, dict[str, Any], dict[str, Any]]:
-            proc = adl.make_process(query, str(file), step_size=args.step_size, kernels=args.kernels)
+            # The main input may be listed several times (a longer input from one file).
+            files = [str(file)] * (args.repeat if file == path else 1)
+            limit = args.max_events if file == path else None
+            proc = adl.make_process(query, files, step_size=args.step_size, kernels=args.kernels,
+                                    max_events=limit)  # fmt: skip
             r = proc.run(threads=args.threads)
             extra = {
                 "balance": proc.source.balancer.summary(),
@@ -136,11 +140,16 @@ def worker(args: argparse.Namespace) -> int:
 
 
 def measure(framework: str, path: Path, queries: list[int], threads: int, *, pin: int | None = None,
-            warm: Path | None = None, step: int = 100_000, kernels: str = "auto",
-            timeout: float = 3600) -> tuple[dict[int, dict[str, Any]], float]:  # fmt: skip
-    """Runs a worker process; returns ({query: figures}, peak RSS in MB)."""
+            warm: Path | None = None, step: int = 100_000, kernels: str = "auto", repeat: int = 1,
+            max_events: int | None = None, timeout: float = 3600) -> tuple[dict[int, dict[str, Any]], float]:  # fmt: skip
+    """Runs a worker process; returns ({query: figures}, peak RSS in MB).
+    evflow only: ``repeat`` lists ``path`` that many times, ``max_events``
+    stops there."""
     cmd = [sys.executable, __file__, "--worker", framework, "--input", str(path), "--threads", str(threads),
-           "--step-size", str(step), "--kernels", kernels, "--queries", *map(str, queries)]  # fmt: skip
+           "--step-size", str(step), "--kernels", kernels, "--queries", *map(str, queries),
+           "--repeat", str(repeat)]  # fmt: skip
+    if max_events is not None:
+        cmd += ["--max-events", str(max_events)]
     if pin is not None:
         cmd += ["--pin", str(pin)]
     if warm is not None:
@@ -196,6 +205,8 @@ def main() -> int:
     # worker mode (internal)
     p.add_argument("--worker", default=None, choices=["evflow", "plain", "coffea"], help=argparse.SUPPRESS)
     p.add_argument("--input", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--repeat", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--max-events", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--threads", type=int, default=2, help=argparse.SUPPRESS)
     p.add_argument("--pin", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--warm", default=None, help=argparse.SUPPRESS)

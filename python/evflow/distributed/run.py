@@ -317,17 +317,12 @@ def run(
         skim_dirs = [os.path.abspath(out.path) for out, _sel in proc.outputs]
         for d in skim_dirs:
             _prepare_skim_dir(d)
-        # Adaptive ordering: later chunks start from the orders earlier ones chose.
+        # Adaptive ordering: a chunk starts from the orders the chunks finished
+        # before it was dispatched chose (handed in with the task: no lookup).
         seeding = filter_order in ("adaptive", "hepframe") and any(p.reorderable for p in proc.paths.values())
-        orders_var = None
-        if seeding:
-            from distributed import Variable
-
-            orders_var = Variable(f"evflow-orders-{job}", client=c)
         tally: dict[str, Counter[tuple[str, ...]]] = {}
         published: dict[str, list[str]] = {}
         options = {
-            "orders": orders_var.name if orders_var is not None else None,
             "threads": threads or 1,
             "events_in_flight": events_in_flight,
             "executor": executor,
@@ -360,12 +355,14 @@ def run(
         def dispatch() -> None:
             """Keeps IN_FLIGHT chunks per worker thread submitted, in order."""
             while len(futures) < IN_FLIGHT * feed.workers and (ch := feed.next()) is not None:
-                fut = c.submit(run_chunk, payload_arg, token, template, ch, options, pure=False,
+                opts = {**options, "seed": published} if published else options
+                fut = c.submit(run_chunk, payload_arg, token, template, ch, opts, pure=False,
                                key=f"evflow-chunk-{job}-{ch.index:05d}", priority=-ch.index)  # fmt: skip
                 futures[fut] = ch
                 running.add(fut)
 
         done_chunks = done_events = 0
+        merge_s = 0.0
         polled = time.perf_counter()
         try:
             dispatch()
@@ -397,16 +394,15 @@ def run(
                     if feed.left_events and time.perf_counter() - polled > 1.0:
                         polled = time.perf_counter()  # workers may have come or gone
                         feed.set_workers(_slots(c) or feed.workers)
-                    dispatch()  # the next chunk before this one is merged
-                    merger.add(ch, r)
-                    done_events += int(r["events"])
-                    if orders_var is not None:
+                    if seeding:
                         for name, order in r["order"].items():
                             tally.setdefault(name, Counter())[tuple(order)] += r["events"]
-                        seed = {name: list(t.most_common(1)[0][0]) for name, t in tally.items()}
-                        if seed != published:
-                            orders_var.set(seed)
-                            published = seed
+                        published = {name: list(t.most_common(1)[0][0]) for name, t in tally.items()}
+                    dispatch()  # the next chunk before this one is merged
+                    m0 = time.perf_counter()
+                    merger.add(ch, r)
+                    merge_s += time.perf_counter() - m0
+                    done_events += int(r["events"])
                 dispatch()
                 done_chunks += 1
                 if show is not None:
@@ -421,13 +417,11 @@ def run(
         finally:
             if payload_future is not None:
                 payload_future.release()
-            if orders_var is not None:
-                with contextlib.suppress(Exception):
-                    orders_var.delete()
             if bar is not None:
                 bar.close()
         scheduler = getattr(getattr(c, "scheduler", None), "address", None)
         timing["chunks_s"] = time.perf_counter() - t0 - timing["connect_s"] - timing["plan_s"]
+        timing["merge_s"] = merge_s  # on the client, while later chunks run
 
     written = {}
     for i, ((out, _sel), d) in enumerate(zip(proc.outputs, skim_dirs, strict=True)):

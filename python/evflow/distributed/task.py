@@ -40,21 +40,23 @@ def part_name(chunk: int) -> str:
     return f"part-{chunk:05d}.parquet"
 
 
-#: glibc's largest dynamic mmap threshold on 64-bit systems.
+#: glibc's largest dynamic mmap threshold on 64-bit systems, and the trim
+#: threshold that goes with it (twice as large).
 _MMAP_THRESHOLD = 32 * 1024 * 1024
-_M_MMAP_THRESHOLD = -3  # mallopt parameter (malloc.h)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt parameters (malloc.h)
 
 
 def tune_malloc() -> bool:
     """Gives this worker process the allocator behaviour of a plain process.
 
-    Dask's nanny starts workers with ``MALLOC_TRIM_THRESHOLD_`` set, and any
-    such variable turns off glibc's dynamic mmap threshold: every array
-    above 128 KiB is then mapped and unmapped anew, with page faults on
-    every batch (30-40 % more CPU on the ADL queries). This sets the mmap
-    threshold to the value the dynamic threshold settles on for such arrays
-    (glibc only; not if ``MALLOC_MMAP_THRESHOLD_`` was chosen). Returns
-    whether it changed it."""
+    Dask's nanny starts workers with ``MALLOC_TRIM_THRESHOLD_`` set to 64
+    KiB, and any such variable turns off glibc's dynamic mmap threshold:
+    every array above 128 KiB is then mapped and unmapped anew and the heap
+    is trimmed after every free, with page faults on every batch (30-60 %
+    more CPU on the ADL queries). This sets the mmap and trim thresholds to
+    the values the dynamic thresholds settle on for such arrays (glibc
+    only; not if ``MALLOC_MMAP_THRESHOLD_`` was chosen). Returns whether it
+    changed them."""
     env = os.environ
     if "MALLOC_MMAP_THRESHOLD_" in env:
         return False
@@ -63,7 +65,10 @@ def tune_malloc() -> bool:
     try:
         import ctypes
 
-        return bool(ctypes.CDLL("libc.so.6").mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD))
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)) and bool(
+            libc.mallopt(_M_TRIM_THRESHOLD, 2 * _MMAP_THRESHOLD)
+        )
     except (OSError, AttributeError):
         return False
 
@@ -133,7 +138,7 @@ def run_chunk(
     # A private copy: several chunk tasks may share this worker process.
     proc = copy.copy(base)
     proc.source = chunk_source(source, chunk)
-    seed = _seed(options.get("orders"))
+    seed = dict(options.get("seed") or {})
     perms = _reorder(proc, seed) if seed else {}
     skims = options.get("skims", [])
     proc.outputs = []
@@ -220,20 +225,6 @@ def fold_counts(proc: Process, parts: dict[str, list[tuple[int, Any]]], totals: 
         if getattr(getattr(totals[name], "storage_type", None), "__name__", "") not in _COUNTS:
             continue
         parts[name] = [(got[0][0], totals[name])]
-
-
-def _seed(variable: str | None) -> dict[str, list[str]]:
-    """The filter orders merged from the chunks finished so far (a Dask
-    Variable the client updates), or nothing yet."""
-    if not variable:
-        return {}
-    try:
-        from distributed import Variable
-
-        got = Variable(variable).get(timeout=0.05)
-    except Exception:  # not set yet, or no scheduler to ask: start from the written order
-        return {}
-    return dict(got) if isinstance(got, dict) else {}
 
 
 def written_steps(records: list[tuple[Any, ...]], perms: dict[int, list[int]]) -> list[tuple[Any, ...]]:
