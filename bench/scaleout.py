@@ -452,7 +452,20 @@ def main() -> int:
     try:
         for fmt in [] if args.skip_queries else args.formats:
             ins, warm = inputs(args, data_dir, fmt)
-            dist = queries_on_cluster(client, ins, warm, qs, args.step_size, args.kernels, args.best_of)
+            # --best-of: the configurations take turns, so a burst of load on
+            # the machine does not fall on one of them only.
+            runs: dict[str, list[dict[int, dict[str, Any]]]] = {"dist": [], "one": [], "two": [], "pair": []}
+            for k in range(args.best_of):
+                print(f"  {fmt}: round {k + 1} of {args.best_of}", file=sys.stderr)
+                runs["dist"].append(queries_on_cluster(client, ins, warm, qs, args.step_size, args.kernels))
+                if not args.skip_baselines:
+                    print(f"  {fmt}: evflow 1 thread on one core, 2 threads, {n} independent processes ...",
+                          file=sys.stderr)  # fmt: skip
+                    runs["one"].append(_baseline(ins, warm, qs, 1, args, 0, (0, 1)))
+                    runs["two"].append(_baseline(ins, warm, qs, 2, args, None, (0, 1)))
+                    runs["pair"].append(independent(ins, warm, qs, n, args))
+            dist = _best(runs["dist"])
+            one, two, pair = ({} if not runs[k] else _best(runs[k]) for k in ("one", "two", "pair"))
             coffea: dict[int, dict[str, Any]] = {}
             if not args.skip_coffea and any(ins[q].repeat > 1 for q in qs):
                 print("  coffea: only on a single file (--events up to --file-events)", file=sys.stderr)
@@ -461,16 +474,6 @@ def main() -> int:
                     coffea = coffea_on_cluster(client, ins[qs[0]].path, warm, qs, args.step_size)
                 except ImportError as e:
                     print(f"  coffea not installed ({e}): pip install '.[bench]'", file=sys.stderr)
-            one: dict[int, dict[str, Any]] = {}
-            two: dict[int, dict[str, Any]] = {}
-            pair: dict[int, dict[str, Any]] = {}
-            if not args.skip_baselines:
-                print(f"  {fmt}: evflow 1 thread on one core ...", file=sys.stderr)
-                one = baseline(ins, warm, qs, 1, args, pin=0)
-                print(f"  {fmt}: evflow 2 threads ...", file=sys.stderr)
-                two = baseline(ins, warm, qs, 2, args)
-                print(f"  {fmt}: {n} independent processes at once ...", file=sys.stderr)
-                pair = _best([independent(ins, warm, qs, n, args) for _ in range(args.best_of)])
             print(f"\n## {fmt.capitalize()} (events/s)\n")
             print(f"| query | input | {n} processes | chunks | 1 process, 1 thread, 1 core | {n}p / 1t | "
                   f"1 process, 2 threads | {n}p / 2t | {n} independent processes | {n}p / independent | "
