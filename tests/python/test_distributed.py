@@ -367,8 +367,7 @@ def test_feed_tail_every_event_once_and_identical(client: Any, files: dict[str, 
     """The default chunking cuts chunks as they are dispatched: long first,
     short at the tail; every batch is in exactly one chunk, in order, and
     the merged results are the single-process run's."""
-    from evflow.distributed.chunks import batch_steps, chunk_starts, gather_meta, read_meta
-    from evflow.distributed.feed import ChunkFeed
+    from evflow.distributed.chunks import ChunkFeed, batch_steps, chunk_starts, gather_meta, read_meta
 
     src = ef.source.parquet(files["parquet"], step_size=500)
     metas = gather_meta(src, ["nJet"], lambda paths: [read_meta(src, p, ["nJet"]) for p in paths])

@@ -25,10 +25,10 @@ Example::
 
 from __future__ import annotations
 
-from .chunks import Chunk, Piece, plan_chunks
+from .chunks import Chunk, ChunkFeed, Piece, plan_chunks
 from .run import MANIFEST, run
 
-__all__ = ["MANIFEST", "Chunk", "Piece", "plan_chunks", "read_skim", "run"]
+__all__ = ["MANIFEST", "Chunk", "ChunkFeed", "Piece", "plan_chunks", "read_skim", "run"]
 
 
 def read_skim(directory: str) -> object:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigurationError, EvflowError, InputError, JobError, ModuleError
 from .chunks import (
     Chunk,
+    ChunkFeed,
     FileMeta,
     batch_steps,
     chunk_starts,
@@ -30,7 +31,6 @@ from .chunks import (
     read_meta,
     source_kind,
 )
-from .feed import ChunkFeed
 from .merge import Merger, merge_reports
 from .task import run_chunk
 
