@@ -54,7 +54,7 @@ def tune_malloc() -> bool:
     every array above 128 KiB is then mapped and unmapped anew and the heap
     is trimmed after every free, with page faults on every batch (30-60 %
     more CPU on the ADL queries). This sets the mmap and trim thresholds to
-    the values the dynamic thresholds settle on for such arrays (glibc
+    the largest values the dynamic thresholds reach (glibc
     only; not if ``MALLOC_MMAP_THRESHOLD_`` was chosen). Returns whether it
     changed them."""
     env = os.environ
