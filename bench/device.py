@@ -102,7 +102,15 @@ type = "producer"
 time = {host}
 consumes = ["raw"]
 {device_line}
-[[module]]
+""" + _consumer(name)
+    path = OUT / f"{name}{'' if device is not None else '-plain'}.toml"
+    path.write_text(text)
+    return path
+
+
+def _consumer(name: str) -> str:
+    """An analyzer reading `name`, on an end path: what makes the module run."""
+    return f"""[[module]]
 label = "use"
 type = "analyzer"
 consumes = ["{name}"]
@@ -111,9 +119,6 @@ consumes = ["{name}"]
 name = "e"
 modules = ["use"]
 """
-    path = OUT / f"{name}{'' if device is not None else '-plain'}.toml"
-    path.write_text(text)
-    return path
 
 
 def kernel_config(name: str, kernel: str, size: int) -> Path:
@@ -131,15 +136,7 @@ type = "producer"
 consumes = ["raw"]
 device = {{ kernel = "{kernel}", size = {size} }}
 
-[[module]]
-label = "use"
-type = "analyzer"
-consumes = ["{name}"]
-
-[[end_path]]
-name = "e"
-modules = ["use"]
-"""
+""" + _consumer(name)
     path = OUT / f"{name}-{kernel}-{size}.toml"
     path.write_text(text)
     return path
