@@ -133,6 +133,17 @@ pub(crate) fn run(
         .as_ref()
         .and_then(|d| crate::device::SimDevice::new(d, &graph, k));
 
+    // What the engine asks before a module's first phase runs: the same
+    // decision, so that simulated and real runs replan alike.
+    let mut admit = |task: &Task, instead: &mut Vec<Task>| match *task {
+        Task::Module {
+            slot,
+            module,
+            instance,
+            phase,
+        } if phase != Phase::Produce => coordinator.replan(slot, module, instance, instead, &tally),
+        _ => true,
+    };
     while !finished {
         {
             let ctx = Costs {
@@ -141,7 +152,7 @@ pub(crate) fn run(
                 options,
                 device: device.as_ref(),
             };
-            machine.assign_idle(now, &ctx, &mut module_busy_s);
+            machine.assign_idle(now, &ctx, &mut module_busy_s, &mut admit);
         }
         // A device event (a launch landing, a combining deadline) before the
         // next task completion: the device's external work completes.
@@ -253,7 +264,7 @@ pub(crate) fn run(
                     options,
                     device: device.as_ref(),
                 };
-                machine.start(core, next, now, &ctx, &mut module_busy_s);
+                machine.start(core, next, now, &ctx, &mut module_busy_s, &mut admit);
             }
             None => machine.idle.push(core),
         }
@@ -381,6 +392,9 @@ struct Machine {
     trace: Option<Vec<TraceSlice>>,
 }
 
+/// Whether a task may start; if not, the tasks to run instead are pushed.
+type Admit<'a> = dyn FnMut(&Task, &mut Vec<Task>) -> bool + 'a;
+
 impl Machine {
     fn new(cores: usize, trace: bool) -> Self {
         Self {
@@ -396,14 +410,28 @@ impl Machine {
         }
     }
 
+    /// Starts `task` on `core`, unless `admit` withdraws it (a path that
+    /// had not started took a newer plan, [`Coordinator::replan`]): then the
+    /// core goes on with the first task of the new plan, as a thread does.
     fn start(
         &mut self,
         core: usize,
-        task: Task,
+        mut task: Task,
         now: f64,
         costs: &Costs<'_>,
         module_busy_s: &mut [f64],
+        admit: &mut Admit<'_>,
     ) {
+        let mut instead = Vec::new();
+        while !admit(&task, &mut instead) {
+            let mut tasks = instead.drain(..);
+            let Some(next) = tasks.next() else {
+                self.idle.push(core);
+                return;
+            };
+            self.deques[core].extend(tasks);
+            task = next;
+        }
         let duration = costs.duration(&task);
         if let Task::Module { module, .. } = task {
             self.modules_running += 1;
@@ -431,11 +459,17 @@ impl Machine {
         self.injector.pop_front()
     }
 
-    fn assign_idle(&mut self, now: f64, costs: &Costs<'_>, module_busy_s: &mut [f64]) {
+    fn assign_idle(
+        &mut self,
+        now: f64,
+        costs: &Costs<'_>,
+        module_busy_s: &mut [f64],
+        admit: &mut Admit<'_>,
+    ) {
         let mut still_idle = Vec::new();
         while let Some(core) = self.idle.pop() {
             match self.find_work(core) {
-                Some(task) => self.start(core, task, now, costs, module_busy_s),
+                Some(task) => self.start(core, task, now, costs, module_busy_s, admit),
                 None => {
                     still_idle.push(core);
                     // Nothing queued anywhere: the other idle cores find nothing either.

@@ -205,3 +205,81 @@ fn throughput_bounds_hold_for_a_chain_and_a_fan() {
     assert!(sim.limiters[0].name.contains("'s'"));
     assert!(sim.limiters[0].busy_fraction > 0.95);
 }
+
+/// A planner that changes its mind once per event: the written order when
+/// the event starts, the reverse when asked again (just before the path's
+/// first step runs, [`evflow_core::schedule::Coordinator::replan`]).
+struct SecondThoughts {
+    asked: std::sync::Mutex<std::collections::HashSet<(usize, u64)>>,
+    steps: Vec<evflow_core::schedule::PathPlan>,
+}
+
+impl evflow_core::schedule::Planner for SecondThoughts {
+    fn plan(
+        &self,
+        path: usize,
+        event_index: u64,
+    ) -> std::sync::Arc<evflow_core::schedule::PathPlan> {
+        let again = !self.asked.lock().unwrap().insert((path, event_index));
+        let written = self.steps[path].clone();
+        let mut order: Vec<usize> = written.groups.iter().flatten().copied().collect();
+        if again {
+            order.reverse();
+        }
+        std::sync::Arc::new(evflow_core::schedule::PathPlan::sequence(order))
+    }
+}
+
+#[test]
+fn a_plan_decided_while_the_event_waited_is_taken_alike() {
+    let process = || {
+        let mut p = Process::new("replan");
+        p.set_source(EmptySource::new(20));
+        let timing = Timing::constant(0.0, Work::Busy);
+        p.add(synthetic::producer("raw", timing.clone(), &[], &[""]));
+        // Both filters reject every event: only the first step of the
+        // order in force is visited.
+        p.add(synthetic::filter("fa", timing.clone(), &["raw"], 0.0, 1));
+        p.add(synthetic::filter("fb", timing, &["raw"], 0.0, 2));
+        p.add_path(evflow_core::PathDesc::new("p", ["fa", "fb"]).reorderable(true));
+        p
+    };
+    let planner: evflow_core::PlannerFactory = std::sync::Arc::new(|graph: &evflow_core::Graph| {
+        let steps = graph
+            .paths
+            .iter()
+            .map(|p| evflow_core::schedule::PathPlan::sequence(p.steps.iter().copied()))
+            .collect();
+        std::sync::Arc::new(SecondThoughts {
+            asked: Default::default(),
+            steps,
+        }) as std::sync::Arc<dyn evflow_core::schedule::Planner>
+    });
+    let real = evflow_core::run(
+        process(),
+        &RunOptions {
+            threads: 1,
+            events_in_flight: 2,
+            planner: Some(planner.clone()),
+            ..RunOptions::default()
+        },
+    )
+    .unwrap();
+    let sim = simulate(
+        process(),
+        &SimOptions {
+            cores: 1,
+            events_in_flight: 2,
+            planner: Some(planner),
+            ..SimOptions::default()
+        },
+    )
+    .unwrap();
+    let counts = path_counts(&real);
+    // The replanned order ran: fb first on every event, fa never.
+    assert_eq!(
+        counts[0].3,
+        vec![("fa".to_string(), 0, 0), ("fb".to_string(), 20, 0)]
+    );
+    assert_eq!(counts, path_counts(&sim.report));
+}
