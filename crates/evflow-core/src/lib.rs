@@ -41,9 +41,10 @@
 //! ## Intra-module parallelism
 //!
 //! Module code runs on the engine's own work-stealing pool, so a module may
-//! split its own work with [`parallel`] (rayon): the pieces are scheduled on
-//! the same threads as other modules' tasks — no extra threads, no
-//! oversubscription.
+//! split its own work with [`parallel`] (rayon): the pieces run on the same
+//! threads as other modules' tasks — no extra threads, no oversubscription.
+//! A thread that has no task of its own runs pending pieces before it
+//! sleeps; the thread that split the work runs the pieces nobody took.
 //!
 //! ```
 //! use evflow_core::*;

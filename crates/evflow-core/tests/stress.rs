@@ -766,6 +766,13 @@ fn describe(spec: &Spec) -> String {
     s
 }
 
+/// A long hunt stopped by a time limit still tells how far it got.
+fn progress(test: &str, seeds_done: u64) {
+    if seeds_done.is_multiple_of(1000) {
+        eprintln!("{test}: {seeds_done} seeds passed");
+    }
+}
+
 /// Seeds and threads of the suite. CI runs the defaults; a longer hunt for
 /// races on a big machine sets, for example,
 /// `EVFLOW_STRESS_SEEDS=100000 EVFLOW_STRESS_THREADS=16`:
@@ -929,6 +936,7 @@ fn random_graphs_skip_event_match_the_model_and_keep_invariants() {
             coverage.runs += 1;
             coverage.overlapping_lumis += usize::from(report.peak_concurrent_lumis > 1);
         }
+        progress("skip-event", seed + 1 - knobs.first_seed);
     }
     eprintln!("{coverage:?}");
     if knobs.is_default() {
@@ -1005,6 +1013,7 @@ fn random_graphs_fail_policy_fail_with_the_same_error_everywhere() {
                 "executors disagree: {errors:?}"
             );
         }
+        progress("fail-policy", seed + 1 - first);
     }
     assert!(
         !knobs.is_default() || failing_runs > 30,

@@ -1,131 +1,374 @@
-//! The threaded executor: tasks run on a work-stealing pool (rayon). A
-//! finished task keeps one follow-up task on the same thread (cache-warm,
-//! no queue round trip) and spawns the others, which idle threads steal.
-//! No pool thread ever waits for another task: only the caller's thread
-//! waits, for the end of the job and for work completed outside the pool.
+//! The threaded executor: one task loop per pool thread, each with its own
+//! work-stealing deque (crossbeam-deque). A finished task keeps its first
+//! follow-up on the same thread (cache-warm, no queue round trip) and pushes
+//! the others onto the thread's deque, from which idle threads steal. No
+//! thread ever waits for another task: an idle thread spins briefly, then
+//! sleeps until a task is pushed.
 //!
-//! The tasks are spawned into a rayon *scope* that lives as long as the job:
-//! a spawned task borrows the job's state instead of holding a reference
-//! count. Measured on 16 cores (docs/performance.md, many cores), the
-//! reference counts of the pool and of rayon's registry, cloned and dropped
-//! by every thread for every task, were the most contended cache lines of
-//! the engine at `--time-scale 0`.
+//! Why not rayon's `spawn` or `scope`: measured on 16 cores at
+//! `--time-scale 0` (docs/performance.md, many cores), every spawned rayon
+//! job increments and decrements one counter shared by the whole pool (the
+//! scope's latch, or the registry's termination count) — a third of all
+//! CPU time at 16 threads. Here nothing shared is written per task: the
+//! deques are per thread, the sleep counter is only read when a task is
+//! pushed, and the end of the job is known from the coordinator
+//! (`Task::Finished`), not counted.
+//!
+//! The loops run *on* the rayon pool's threads (one broadcast job each), so
+//! modules that split their own work with [`crate::parallel`] still run
+//! their pieces on the engine's pool: an idle loop executes pending rayon
+//! jobs before it sleeps.
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Condvar, Mutex};
+
+use crossbeam_deque::{Injector, Steal, Stealer, Worker};
+use crossbeam_utils::CachePadded;
 
 use super::{Engine, Submit};
 use crate::schedule::Task;
 
-/// Tasks handed back from outside the pool (completed external work), and
-/// whether the job is finished. The caller's thread spawns them.
+/// What every task loop of the job shares.
+struct Pool {
+    engine: Arc<Engine>,
+    /// Tasks handed in from outside the loops: the first tasks of the job
+    /// and completed external work.
+    injector: Injector<Task>,
+    stealers: Vec<Stealer<Task>>,
+    /// Each loop's own deque, taken by the loop when it starts.
+    workers: Vec<Mutex<Option<Worker<Task>>>>,
+    sleep: Sleep,
+    finished: CachePadded<AtomicBool>,
+}
+
+/// Idle loops sleep here. A pusher reads `sleepers` after a full fence and
+/// takes the lock only when some loop sleeps; a loop about to sleep counts
+/// itself in under the lock, fences, and looks for work once more (the two
+/// fences make sure one of them sees the other: no lost wake-up).
 #[derive(Default)]
-struct Inbox {
-    state: Mutex<InboxState>,
+struct Sleep {
+    sleepers: CachePadded<AtomicUsize>,
+    lock: Mutex<()>,
     signal: Condvar,
 }
 
-#[derive(Default)]
-struct InboxState {
-    tasks: Vec<Task>,
-    finished: bool,
+impl Sleep {
+    /// Wakes up to `tasks` sleeping loops (none when none sleeps: then this
+    /// is a fence and one read of a line that is rarely written).
+    fn wake(&self, tasks: usize) {
+        fence(Ordering::SeqCst);
+        let sleepers = self.sleepers.load(Ordering::Relaxed);
+        if sleepers == 0 {
+            return;
+        }
+        // Taking the lock orders this wake-up after a sleeper's last look
+        // for work: it is then waiting, and is woken.
+        drop(lock(&self.lock));
+        for _ in 0..tasks.min(sleepers) {
+            self.signal.notify_one();
+        }
+    }
+
+    /// Wakes every loop (`ready` must hold for good from now on).
+    fn wake_all(&self) {
+        drop(lock(&self.lock));
+        self.signal.notify_all();
+    }
+
+    /// Sleeps until `ready` holds (checked when counted in as sleeping and
+    /// at every wake-up). `ready` must become true before the matching
+    /// `wake`.
+    fn sleep_unless(&self, ready: impl Fn() -> bool) {
+        let mut guard = lock(&self.lock);
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        while !ready() {
+            guard = self.signal.wait(guard).unwrap_or_else(|p| p.into_inner());
+        }
+        drop(guard);
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
-impl Inbox {
-    fn lock(&self) -> std::sync::MutexGuard<'_, InboxState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+/// Completed external work comes back through the injector.
+struct PoolSubmit(Arc<Pool>);
+
+impl Submit for PoolSubmit {
+    fn submit(&self, task: Task) {
+        if self.0.finished.load(Ordering::Acquire) {
+            return;
+        }
+        self.0.injector.push(task);
+        self.0.wake(1);
+    }
+}
+
+impl Pool {
+    fn wake(&self, tasks: usize) {
+        self.sleep.wake(tasks);
     }
 
     fn finish(&self) {
-        self.lock().finished = true;
-        self.signal.notify_all();
+        self.finished.store(true, Ordering::SeqCst);
+        self.sleep.wake_all();
+    }
+
+    fn ready(&self) -> bool {
+        self.finished.load(Ordering::SeqCst) || self.has_work()
+    }
+
+    fn has_work(&self) -> bool {
+        !self.injector.is_empty() || self.stealers.iter().any(|s| !s.is_empty())
+    }
+
+    /// A task from the injector or another loop's deque (the oldest there:
+    /// the work that has waited longest).
+    fn steal(&self, me: usize, local: &Worker<Task>) -> Option<Task> {
+        loop {
+            let mut retry = false;
+            match self.injector.steal_batch_and_pop(local) {
+                Steal::Success(task) => return Some(task),
+                Steal::Retry => retry = true,
+                Steal::Empty => {}
+            }
+            let n = self.stealers.len();
+            for k in 1..n {
+                match self.stealers[(me + k) % n].steal() {
+                    Steal::Success(task) => return Some(task),
+                    Steal::Retry => retry = true,
+                    Steal::Empty => {}
+                }
+            }
+            if !retry {
+                return None;
+            }
+        }
+    }
+
+    /// Waits until there may be work (or the job is finished): spins a
+    /// little, running pending rayon jobs of modules' nested loops, then
+    /// sleeps.
+    fn idle(&self) {
+        // Short: a loop that found nothing soon sleeps, so that an idle
+        // pool leaves the cores to other processes (measured on 16 cores:
+        // 256 rounds instead of 32 gained nothing).
+        const SPINS: u32 = 32;
+        for round in 0..SPINS {
+            if self.ready() {
+                return;
+            }
+            if let Some(rayon::Yield::Executed) = rayon::yield_now() {
+                return;
+            }
+            if round < SPINS / 2 {
+                for _ in 0..(1 << (round / 2)) {
+                    std::hint::spin_loop();
+                }
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        self.sleep.sleep_unless(|| self.ready());
+    }
+
+    /// One pool thread's task loop, until the job is finished and no task
+    /// is left anywhere.
+    fn work(&self, me: usize, submit: &Arc<dyn Submit>) {
+        let local = lock(&self.workers[me])
+            .take()
+            .expect("each pool thread runs one task loop");
+        // If a task loop itself panicked (not a module: those are caught),
+        // the other loops must not sleep forever.
+        let _guard = FinishOnUnwind(self);
+        let mut out = Vec::new();
+        loop {
+            let Some(mut task) = local.pop().or_else(|| self.steal(me, &local)) else {
+                if self.finished.load(Ordering::Acquire) {
+                    return;
+                }
+                self.idle();
+                continue;
+            };
+            loop {
+                if self.engine.execute(task, &mut out, submit, me) {
+                    self.finish();
+                    break;
+                }
+                // Keep the first follow-up here (depth first: an event's next
+                // module runs while its products are warm; a read decided
+                // first runs at once); let idle threads steal the rest.
+                let mut follow_ups = out.drain(..);
+                let Some(first) = follow_ups.next() else {
+                    break;
+                };
+                let mut pushed = 0;
+                for other in follow_ups {
+                    local.push(other);
+                    pushed += 1;
+                }
+                if pushed > 0 {
+                    self.wake(pushed);
+                }
+                task = first;
+            }
+        }
     }
 }
 
-impl Submit for Inbox {
-    fn submit(&self, task: Task) {
-        let mut state = self.lock();
-        if state.finished {
-            return;
-        }
-        state.tasks.push(task);
-        drop(state);
-        self.signal.notify_all();
-    }
-}
+struct FinishOnUnwind<'a>(&'a Pool);
 
-/// What every task of the job borrows.
-struct Job {
-    engine: Arc<Engine>,
-    inbox: Arc<Inbox>,
-    /// The inbox as the engine's submitter, made once (cloned only for the
-    /// first step of an external-work module).
-    submit: Arc<dyn Submit>,
-}
-
-fn run_loop<'s>(job: &'s Job, scope: &rayon::Scope<'s>, first: Task) {
-    let thread = rayon::current_thread_index().unwrap_or(0);
-    // The follow-up buffer is the thread's own, reused from task to task
-    // (taken, not borrowed: a module using rayon may run another loop here).
-    let mut out = FOLLOW_UPS.with(|v| std::mem::take(&mut *v.borrow_mut()));
-    let mut next = Some(first);
-    while let Some(task) = next.take() {
-        if job.engine.execute(task, &mut out, &job.submit, thread) {
-            job.inbox.finish();
-            break;
-        }
-        // Keep the first follow-up here (depth first: an event's next module
-        // runs while its products are warm); let idle threads steal the rest.
-        let mut follow_ups = out.drain(..);
-        next = follow_ups.next();
-        for task in follow_ups {
-            scope.spawn(move |scope| run_loop(job, scope, task));
+impl Drop for FinishOnUnwind<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.finish();
         }
     }
-    out.clear();
-    FOLLOW_UPS.with(|v| *v.borrow_mut() = out);
 }
 
-thread_local! {
-    static FOLLOW_UPS: std::cell::RefCell<Vec<Task>> = const { std::cell::RefCell::new(Vec::new()) };
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Runs the job on `threads` pool threads and returns when it is finished.
 pub(crate) fn run(engine: Arc<Engine>, threads: usize) -> Result<(), String> {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads.max(1))
+    let threads = threads.max(1);
+    let rayon_pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
         .thread_name(|i| format!("evflow-worker-{i}"))
         .build()
         .map_err(|e| format!("cannot start {threads} threads: {e}"))?;
-    let inbox = Arc::new(Inbox::default());
-    let job = Job {
+    let deques: Vec<Worker<Task>> = (0..threads).map(|_| Worker::new_lifo()).collect();
+    let pool = Arc::new(Pool {
         engine,
-        submit: inbox.clone(),
-        inbox,
-    };
-    let mut first = Vec::new();
-    job.engine.coordinator.begin(&mut first);
-    pool.in_place_scope(|scope| {
-        let job = &job;
-        for task in first {
-            scope.spawn(move |scope| run_loop(job, scope, task));
-        }
-        // The caller's thread: spawn what comes back from outside the pool
-        // until the job is finished; the scope then waits for the tasks
-        // still returning.
-        let mut state = job.inbox.lock();
-        loop {
-            for task in state.tasks.drain(..) {
-                scope.spawn(move |scope| run_loop(job, scope, task));
-            }
-            if state.finished {
-                break;
-            }
-            state = job
-                .inbox
-                .signal
-                .wait(state)
-                .unwrap_or_else(|p| p.into_inner());
-        }
+        injector: Injector::new(),
+        stealers: deques.iter().map(Worker::stealer).collect(),
+        workers: deques.into_iter().map(|w| Mutex::new(Some(w))).collect(),
+        sleep: Sleep::default(),
+        finished: CachePadded::new(AtomicBool::new(false)),
     });
+    let submit: Arc<dyn Submit> = Arc::new(PoolSubmit(pool.clone()));
+    let mut first = Vec::new();
+    pool.engine.coordinator.begin(&mut first);
+    for task in first {
+        pool.injector.push(task);
+    }
+    rayon_pool.broadcast(|context| pool.work(context.index(), &submit));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sleep protocol's two sides, raced from many threads: every
+    /// pushed item is taken, and no thread sleeps through a push (a lost
+    /// wake-up would hang this test).
+    #[test]
+    fn no_wake_up_is_lost() {
+        let sleep = Sleep::default();
+        let queue = Injector::<u32>::new();
+        let taken = AtomicUsize::new(0);
+        let done = AtomicBool::new(false);
+        const ITEMS: usize = 20_000;
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    loop {
+                        match queue.steal() {
+                            Steal::Success(_) => {
+                                taken.fetch_add(1, Ordering::SeqCst);
+                                continue;
+                            }
+                            Steal::Retry => continue,
+                            Steal::Empty => {}
+                        }
+                        if done.load(Ordering::SeqCst) && queue.is_empty() {
+                            return;
+                        }
+                        sleep.sleep_unless(|| done.load(Ordering::SeqCst) || !queue.is_empty());
+                    }
+                });
+            }
+            for i in 0..ITEMS {
+                queue.push(i as u32);
+                sleep.wake(1);
+                if i % 64 == 0 {
+                    // Let the takers drain the queue and fall asleep.
+                    while !queue.is_empty() {
+                        std::thread::yield_now();
+                    }
+                }
+            }
+            while taken.load(Ordering::SeqCst) < ITEMS {
+                std::thread::yield_now();
+            }
+            done.store(true, Ordering::SeqCst);
+            sleep.wake_all();
+        });
+        assert_eq!(taken.load(Ordering::SeqCst), ITEMS);
+    }
+
+    /// Rounds of one task per sleeping loop: each round's wake-ups must
+    /// reach every sleeper, however the earlier rounds' wake-ups were taken
+    /// (a wake-up counted but not taken must not silence later ones).
+    #[test]
+    fn every_sleeper_is_woken_round_after_round() {
+        const LOOPS: usize = 4;
+        const ROUNDS: usize = 300;
+        let sleep = Sleep::default();
+        let queue = Injector::<u32>::new();
+        let done = AtomicBool::new(false);
+        let (took, receipts) = std::sync::mpsc::channel();
+        // On failure too: the loops stop instead of sleeping for ever.
+        struct Stop<'a>(&'a Sleep, &'a AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.1.store(true, Ordering::SeqCst);
+                self.0.wake_all();
+            }
+        }
+        std::thread::scope(|s| {
+            let _stop = Stop(&sleep, &done);
+            let mut go = Vec::new();
+            for _ in 0..LOOPS {
+                let took = took.clone();
+                let (next_round, wait_round) = std::sync::mpsc::channel::<()>();
+                go.push(next_round);
+                let (sleep, queue, done) = (&sleep, &queue, &done);
+                s.spawn(move || {
+                    loop {
+                        sleep.sleep_unless(|| done.load(Ordering::SeqCst) || !queue.is_empty());
+                        if let Steal::Success(_) = queue.steal() {
+                            took.send(()).unwrap();
+                            // One task per loop and round.
+                            if wait_round.recv().is_err() {
+                                return;
+                            }
+                        } else if done.load(Ordering::SeqCst) {
+                            return;
+                        }
+                    }
+                });
+            }
+            for round in 0..ROUNDS {
+                for i in 0..LOOPS {
+                    queue.push(i as u32);
+                }
+                sleep.wake(LOOPS);
+                for _ in 0..LOOPS {
+                    receipts
+                        .recv_timeout(std::time::Duration::from_secs(20))
+                        .unwrap_or_else(|_| {
+                            panic!("round {round}: a sleeping loop was never woken")
+                        });
+                }
+                if round + 1 == ROUNDS {
+                    done.store(true, Ordering::SeqCst);
+                }
+                for g in &go {
+                    g.send(()).unwrap();
+                }
+            }
+        });
+    }
 }
