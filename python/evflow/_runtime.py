@@ -294,12 +294,23 @@ def intersect(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 PROBE_EVENTS = 256
 
 
-def probe_indices(n: int) -> np.ndarray:
+#: Events of the probe a batch runs through every filter before the
+#: planner's first decision, which rests on its timings alone: enough that a
+#: Python call's fixed cost (tens of µs) is small against the per-event
+#: cost of even a cheap cut, so that costs per event are not flattened.
+FIRST_PROBE_EVENTS = 4096
+#: The first probe calls each filter on this many chunks of it, and twice on
+#: ``FIRST_PROBE_FEW`` events, which measures the call's fixed cost.
+FIRST_PROBE_CHUNKS = 4
+FIRST_PROBE_FEW = 32
+
+
+def probe_indices(n: int, size: int = PROBE_EVENTS) -> np.ndarray:
     """The subsample of a batch of ``n`` events whose per-event decisions the
-    planner measures: at most ``PROBE_EVENTS`` events spread evenly over it."""
-    if n <= PROBE_EVENTS:
+    planner measures: at most ``size`` events spread evenly over it."""
+    if n <= size:
         return np.arange(n, dtype=np.int64)
-    return np.unique(np.linspace(0, n - 1, PROBE_EVENTS).astype(np.int64))
+    return np.unique(np.linspace(0, n - 1, size).astype(np.int64))
 
 
 def _inputs(

@@ -134,3 +134,53 @@ def test_the_first_batch_decides_for_the_batches_in_flight() -> None:
     written = sorted(b for b, name in first.items() if name == "loose")
     assert len(first) == events // step
     assert len(written) <= threads, written
+
+
+def test_no_batch_runs_the_written_order_before_a_decision() -> None:
+    """The batches that start with the job do not run the written order
+    either: a batch entering the path before any decision first runs its
+    probe subsample through every filter (and the producer a filter needs),
+    the planner decides from those per-event vectors and timings at once,
+    and the batch's path runs the decided order. Here the written order puts
+    the costly, independent ``ht`` cut first; every batch, the first ones
+    included, starts with the anti-correlated MET pair."""
+    events, step = 120_000, 6_000
+    cols = _columns()
+    lo, hi = np.quantile(cols["met"][:events], [0.38, 0.62])
+    ht_cut = float(np.median(cols["ht"][:events]))
+    proc = ef.Process("probe_first")
+    proc.source = ef.source.synthetic(events, step_size=step, seed=SEED)
+    first: dict[int, str] = {}
+
+    def busy(name: str, ev: ef.Events) -> None:
+        # The batch's own run starts on all of its events (a probe calls the
+        # filters on a subsample).
+        if len(ev) == step:
+            first.setdefault(ev.info.index, name)
+        time.sleep(COST[name] * len(ev))
+
+    @proc.producer(consumes=["Jet_pt"], produces=["ht_sum"])
+    def jets(ev):
+        return ak.to_numpy(ak.sum(ev.Jet_pt, axis=1))
+
+    @proc.filter(consumes=["ht_sum"])
+    def ht(ev):
+        busy("ht", ev)
+        return ev.ht_sum > ht_cut
+
+    @proc.filter(consumes=["MET_pt"])
+    def low(ev):
+        busy("low", ev)
+        return ak.to_numpy(ev.MET_pt) > lo
+
+    @proc.filter(consumes=["MET_pt"])
+    def high(ev):
+        busy("high", ev)
+        return ak.to_numpy(ev.MET_pt) < hi
+
+    proc.path("sel", [ht, low, high], reorderable=True)
+    r = proc.run(threads=2)
+    assert r.cutflow["sel"].order[:2] in (["low", "high"], ["high", "low"])
+    assert len(first) == events // step
+    written = {b: name for b, name in first.items() if name not in ("low", "high")}
+    assert not written, written

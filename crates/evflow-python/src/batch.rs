@@ -61,9 +61,15 @@ pub(crate) struct Shared {
     /// Python helper: `probe(n) -> index_array`, the subsample of a batch
     /// of `n` events whose per-event decisions are measured.
     pub probe: Option<Py<PyAny>>,
+    /// Python helper: `first_probe(data, path) -> (known, passed, seconds)
+    /// | None`, every filter of a path (and the producers it needs) run on
+    /// a subsample of the batch before it enters the path: per step, the
+    /// decided and passed flags per event and the running time.
+    pub first_probe: Option<Py<PyAny>>,
 }
 
 impl Shared {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         path_len: Vec<usize>,
         union: Py<PyAny>,
@@ -72,10 +78,12 @@ impl Shared {
         skip_failed: bool,
         on_batch_failed: Option<Py<PyAny>>,
         probe: Option<Py<PyAny>>,
+        first_probe: Option<Py<PyAny>>,
     ) -> Self {
         Self {
             planner: Arc::new(OnceLock::new()),
             probe,
+            first_probe,
             n_paths: path_len.len(),
             path_len,
             union,
@@ -174,6 +182,61 @@ struct PathSel {
     steps_done: u32,
 }
 
+/// Before a batch of `len` events enters its paths: on each path whose
+/// planner has decided nothing from data yet, the batch first runs its
+/// probe subsample through every filter of the path, and the planner
+/// decides from those per-event vectors and timings at once, on this
+/// thread; the batch (and every batch read after it) then starts the path
+/// in the decided order, not the written one. Returns, per path, whether
+/// it was probed so. A probe that fails (a module raising on the
+/// subsample) decides nothing: the batch's own run reports the error with
+/// the module that raised it.
+pub(crate) fn first_probes(
+    py: Python<'_>,
+    data: &Bound<'_, PyAny>,
+    len: u64,
+    shared: &Shared,
+) -> Vec<bool> {
+    let mut done = vec![false; shared.n_paths];
+    let (Some(planner), Some(run)) = (shared.planner.get(), &shared.first_probe) else {
+        return done;
+    };
+    if len == 0 {
+        return done;
+    }
+    type Probed = (Vec<Vec<bool>>, Vec<Vec<bool>>, Vec<Option<f64>>);
+    for (p, probed) in done.iter_mut().enumerate() {
+        if !planner.wants_first_probe(p) {
+            continue;
+        }
+        let Ok(out) = run.bind(py).call1((data, p)) else {
+            continue;
+        };
+        let Ok(Some((known, passed, seconds))) = out.extract::<Option<Probed>>() else {
+            continue;
+        };
+        let n_events = known.iter().map(Vec::len).max().unwrap_or(0);
+        let mut rows = vec![(0u64, 0u64); n_events];
+        let mut timings = Vec::with_capacity(known.len());
+        for (j, (k, ok)) in known.iter().zip(&passed).enumerate().take(64) {
+            let mut decided = 0u64;
+            for (e, (&k, &ok)) in k.iter().zip(ok).enumerate() {
+                if k {
+                    decided += 1;
+                    rows[e].0 |= 1 << j;
+                    if ok {
+                        rows[e].1 |= 1 << j;
+                    }
+                }
+            }
+            timings.push(seconds.get(j).copied().flatten().map(|s| (s, decided)));
+        }
+        planner.decide_from_probe(p, &rows, &timings);
+        *probed = true;
+    }
+    done
+}
+
 /// One batch of events: the engine event of a Python job.
 pub(crate) struct Batch {
     pub index: u64,
@@ -210,6 +273,7 @@ impl Batch {
         data: Py<PyAny>,
         label: String,
         shared: std::sync::Arc<Shared>,
+        probed_first: &[bool],
     ) -> Self {
         let paths = (0..shared.n_paths)
             .map(|_| PathSel {
@@ -221,8 +285,13 @@ impl Batch {
             .collect();
         let probe = match (shared.planner.get(), &shared.probe) {
             (Some(planner), Some(_)) if len > 0 => {
+                // A path whose decision came from this batch's first probe
+                // already has its subsample's vectors.
                 let sampled: Vec<bool> = (0..shared.n_paths)
-                    .map(|p| planner.wants_event_samples(p, index))
+                    .map(|p| {
+                        !probed_first.get(p).copied().unwrap_or(false)
+                            && planner.wants_event_samples(p, index)
+                    })
                     .collect();
                 sampled.iter().any(|&s| s).then(|| Probe {
                     bits: Mutex::new(vec![Vec::new(); sampled.len()]),

@@ -194,7 +194,7 @@ impl Job {
     /// `cause`, `interrupted` (a KeyboardInterrupt stopped reading: the
     /// batches read were finished), `aborted` (a second one cancelled them),
     /// `records`, `batches` and `failed`.
-    #[pyo3(signature = (union, intersect, weight_sum, threads=1, events_in_flight=2, sequential=false, skip_failed=false, progress=None, interval_s=0.2, on_batch_failed=None, trace=false, filter_order=None, probe=None))]
+    #[pyo3(signature = (union, intersect, weight_sum, threads=1, events_in_flight=2, sequential=false, skip_failed=false, progress=None, interval_s=0.2, on_batch_failed=None, trace=false, filter_order=None, probe=None, first_probe=None))]
     #[allow(clippy::too_many_arguments)]
     fn run<'py>(
         &mut self,
@@ -212,6 +212,7 @@ impl Job {
         trace: bool,
         filter_order: Option<String>,
         probe: Option<Py<PyAny>>,
+        first_probe: Option<Py<PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let policy: Option<Policy> = filter_order
             .map(|name| name.parse().map_err(PyValueError::new_err))
@@ -227,6 +228,7 @@ impl Job {
             skip_failed,
             on_batch_failed,
             probe,
+            first_probe,
         ));
         // The planner is kept where the batches find it: they ask it which
         // of them it samples, and report per-event decisions to it.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use evflow_core::{EventId, ModuleError, Source, SourceProducts};
 use pyo3::prelude::*;
 
-use crate::batch::{Batch, Shared};
+use crate::batch::{Batch, Shared, first_probes};
 
 /// Turns a Python `BatchData` into the engine event of batch `index`.
 pub(crate) fn make_batch(
@@ -25,7 +25,16 @@ pub(crate) fn make_batch(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .push((index, n, weight_total));
-    let batch = Batch::new(index, n, weight_total, data.unbind(), label, shared.clone());
+    let probed_first = first_probes(data.py(), &data, n, shared);
+    let batch = Batch::new(
+        index,
+        n,
+        weight_total,
+        data.unbind(),
+        label,
+        shared.clone(),
+        &probed_first,
+    );
     Ok((batch, EventId::new(1, 1, index + 1)))
 }
 

@@ -270,6 +270,56 @@ impl OrderingPlanner {
         }
     }
 
+    /// Whether a batch about to enter `path` should first run a probe of
+    /// its events through every step and hand it to
+    /// [`decide_from_probe`](Self::decide_from_probe): an `adaptive` path
+    /// that has no per-event samples yet, so no order has been decided
+    /// from data. Without it the first batches, which start together,
+    /// would run the written order on all of their events.
+    pub fn wants_first_probe(&self, path: PathIdx) -> bool {
+        match &self.paths[path] {
+            Slot::Dynamic(d) if d.policy == Policy::Adaptive => lock(&d.samples).total == 0,
+            _ => false,
+        }
+    }
+
+    /// A probe run through every step of `path` before the batch's path
+    /// starts: per-event `(known, passed)` vectors as for
+    /// [`observe_event_samples`](Self::observe_event_samples), and per step
+    /// (position in the written order) its running time on the probe with
+    /// the events it decided on. The timings join the step's measurements
+    /// (costs per event seen, as for any batch), the vectors the samples,
+    /// and the path decides at once on the calling thread, so that this
+    /// batch and those read after it start with an order decided from
+    /// data. Nobody waits: if another thread holds the path's decision
+    /// state, the decision comes at the next observed batch instead.
+    pub fn decide_from_probe(
+        &self,
+        path: PathIdx,
+        samples: &[(u64, u64)],
+        timings: &[Option<(f64, u64)>],
+    ) {
+        let Slot::Dynamic(d) = &self.paths[path] else {
+            return;
+        };
+        for (j, t) in timings.iter().enumerate().take(d.steps.len()) {
+            let &Some((seconds, events)) = t else {
+                continue;
+            };
+            if events == 0 || !seconds.is_finite() || seconds < 0.0 {
+                continue;
+            }
+            if let Some(ring) = &self.rings[d.steps[j]] {
+                ring.push((seconds * 1e9) as u64);
+                d.batch_seen[j].fetch_add(events, Relaxed);
+                d.batch_runs[j].fetch_add(1, Relaxed);
+            }
+        }
+        self.observe_event_samples(path, samples);
+        d.next_check.store(0, Relaxed);
+        self.checkpoint(d, d.observed.load(Relaxed));
+    }
+
     /// The order (module labels, in execution order) now in use on `path`.
     pub fn current_order(&self, path: PathIdx) -> Vec<String> {
         match &self.paths[path] {

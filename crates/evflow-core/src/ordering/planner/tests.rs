@@ -160,3 +160,32 @@ fn one_batch_timing_measures_the_cost_per_event() {
         assert!(st.cost_se[i] <= 0.11 * per_event, "{:?}", st.cost_se);
     }
 }
+
+/// A probe run through every step before a batch enters its path decides
+/// at once, from its own vectors and timings (no step measured before): the
+/// batch, and every batch after it, starts in the decided order. Only the
+/// first one is asked for such a probe.
+#[test]
+fn a_probe_before_the_path_decides_at_once() {
+    let planner = planner(&OrderingOptions::new(Policy::Adaptive));
+    assert!(planner.wants_first_probe(0));
+    assert_eq!(planner.current_order(0), ["f0", "f1"]);
+    // f0 lets 90% through at 2 µs per event, f1 10% at 1 µs: f1 first.
+    let rows: Vec<(u64, u64)> = (0..4096u64)
+        .map(|k| (0b11, u64::from(k % 10 != 0) | u64::from(k % 10 == 0) << 1))
+        .collect();
+    planner.decide_from_probe(0, &rows, &[Some((8.192e-3, 4096)), Some((4.096e-3, 4096))]);
+    assert_eq!(planner.current_order(0), ["f1", "f0"]);
+    assert!(!planner.wants_first_probe(0));
+    let Slot::Dynamic(d) = &planner.paths[0] else {
+        panic!("a dynamic path");
+    };
+    let st = lock(&d.state);
+    for (i, per_event) in [2e-6, 1e-6].into_iter().enumerate() {
+        assert!(
+            (st.costs[i] / per_event - 1.0).abs() < 0.05,
+            "{:?}",
+            st.costs
+        );
+    }
+}
