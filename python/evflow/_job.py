@@ -10,10 +10,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from . import _device_runner as dr
 from . import _runtime as rt
+from ._first_probe import FirstProbe, Steps
 from ._modules import Analyzer, Filter, Producer
 from ._ordered import Ordered
 from ._progress import _Progress
@@ -108,7 +107,7 @@ class _Plan:
                 raise ConfigurationError(f"filter '{m.label}' is on no path (add it with proc.path(...))")
         #: per path index, per step (written order): the filter's runner and
         #: the engine tags of the products it consumes (for the first probe)
-        self.path_steps: dict[int, list[tuple[Callable[..., Any], list[str]]]] = {}
+        self.path_steps: dict[int, Steps] = {}
         self.engine_label: dict[tuple[str, str], str] = {}
         for label, paths in occurrences.items():
             for p in paths:
@@ -181,88 +180,6 @@ class _Plan:
                 raise ConfigurationError(f"module label '{label}' clashes with an output")
             self._add_output(label, out, select)
         self._mark_needs_all()
-
-    def first_probe(
-        self, data: rt.BatchData, path: int
-    ) -> tuple[list[list[bool]], list[list[bool]], list[float | None]] | None:
-        """Every filter of path ``path`` on a subsample of a batch
-        (``FIRST_PROBE_EVENTS`` spread over it), before the batch enters the
-        path (the planner's first decision comes from it): per step in
-        written order, whether each event was decided and passed, and the
-        running time (with the producers it was the first to need, computed
-        on the subsample). A filter whose inputs come from a remote or device
-        producer, or that cannot decide on a subsample, is left undecided."""
-        steps = self.path_steps.get(path)
-        if not steps or data.n == 0:
-            return None
-        events = rt.probe_indices(data.n, rt.FIRST_PROBE_EVENTS)
-        cache: dict[str, tuple[rt.Selection, Any] | None] = {}
-        known: list[list[bool]] = []
-        passed: list[list[bool]] = []
-        seconds: list[float | None] = []
-        # Each filter runs on the subsample in a few chunks and on a few
-        # events twice: the least time of each (other processes only ever
-        # add time) gives the cost that grows with the events, without the
-        # call's fixed cost (a Python call, slicing, an awkward kernel's
-        # start: tens of µs, which batches of 10^5 events spread thin).
-        chunks = [c for c in np.array_split(events, rt.FIRST_PROBE_CHUNKS) if len(c)]
-        few = events[: rt.FIRST_PROBE_FEW]
-        for runner, tags in steps:
-            t0 = time.perf_counter()
-            probe = getattr(runner, "probe", None)
-            raw = [self._probe_product(data, events, tag, cache) for tag in tags]
-            producers = time.perf_counter() - t0
-            if probe is None or any(r is None for r in raw):
-                known.append([False] * len(events))
-                passed.append([False] * len(events))
-                seconds.append(None)
-                continue
-            k: list[bool] = []
-            ok: list[bool] = []
-            per_chunk = []
-            for chunk in chunks:
-                t1 = time.perf_counter()
-                kc, okc = probe(data, chunk, raw)
-                per_chunk.append((time.perf_counter() - t1, len(chunk)))
-                k += kc
-                ok += okc
-            fixed = float("inf")
-            for _ in range(2):
-                t1 = time.perf_counter()
-                probe(data, few, raw)
-                fixed = min(fixed, time.perf_counter() - t1)
-            least, size = min(per_chunk)
-            grows = least - fixed
-            per_event = grows / (size - len(few)) if grows > 0 and size > len(few) else least / size
-            seconds.append(producers + per_event * len(events))
-            known.append(k)
-            passed.append(ok)
-        return known, passed, seconds
-
-    def _probe_product(
-        self,
-        data: rt.BatchData,
-        events: np.ndarray,
-        tag: str,
-        cache: dict[str, tuple[rt.Selection, Any] | None],
-    ) -> tuple[rt.Selection, Any] | None:
-        """Product ``tag`` computed on ``events`` for the first probe, or
-        ``None`` where it is only made remotely or on a device (the probe
-        must not send requests or launch kernels of its own)."""
-        if tag in cache:
-            return cache[tag]
-        label = tag.split(":", 1)[0]
-        m = next((m for m in self.modules if m["kind"] == "producer" and m["label"] == label), None)
-        cache[tag] = None
-        if m is None or m["remote"] is not None or label in self.split_runners:
-            return None
-        raw = [self._probe_product(data, events, t, cache) for t in m["consumes"]]
-        if any(r is None for r in raw):
-            return None
-        values = m["runner"](data, events, raw)
-        for p, v in zip(m["produces"], values, strict=True):
-            cache[f"{label}:{p}"] = (events, v)
-        return cache[tag]
 
     def _mark_needs_all(self) -> None:
         """A producer computes on every event of a batch only if an
@@ -573,7 +490,7 @@ def _run_plan(
             trace=trace,
             filter_order=filter_order,
             probe=rt.probe_indices,
-            first_probe=plan.first_probe,
+            first_probe=FirstProbe(plan.path_steps, plan.modules, set(plan.split_runners)),
         )
     except BaseException:
         for out in outputs:

@@ -61,11 +61,15 @@ pub(crate) struct Shared {
     /// Python helper: `probe(n) -> index_array`, the subsample of a batch
     /// of `n` events whose per-event decisions are measured.
     pub probe: Option<Py<PyAny>>,
-    /// Python helper: `first_probe(data, path) -> (known, passed, seconds)
+    /// Python helper: `first_probe(data, path) -> (known, passed, timings)
     /// | None`, every filter of a path (and the producers it needs) run on
     /// a subsample of the batch before it enters the path: per step, the
-    /// decided and passed flags per event and the running time.
+    /// decided and passed flags per event and its `(seconds, events)`
+    /// timings.
     pub first_probe: Option<Py<PyAny>>,
+    /// Per path: a first probe was tried (once per job: one that failed or
+    /// decided nothing leaves the path to the batches' own probes).
+    first_tried: Mutex<Vec<bool>>,
 }
 
 impl Shared {
@@ -84,6 +88,7 @@ impl Shared {
             planner: Arc::new(OnceLock::new()),
             probe,
             first_probe,
+            first_tried: Mutex::new(vec![false; path_len.len()]),
             n_paths: path_len.len(),
             path_len,
             union,
@@ -188,9 +193,10 @@ struct PathSel {
 /// decides from those per-event vectors and timings at once, on this
 /// thread; the batch (and every batch read after it) then starts the path
 /// in the decided order, not the written one. Returns, per path, whether
-/// it was probed so. A probe that fails (a module raising on the
-/// subsample) decides nothing: the batch's own run reports the error with
-/// the module that raised it.
+/// it was probed so. It is tried once per path: a probe that fails (a
+/// module raising on the subsample) decides nothing, the batch's own run
+/// reports the error with the module that raised it, and the path is left
+/// to the probes of the batches' own runs.
 pub(crate) fn first_probes(
     py: Python<'_>,
     data: &Bound<'_, PyAny>,
@@ -204,10 +210,16 @@ pub(crate) fn first_probes(
     if len == 0 {
         return done;
     }
-    type Probed = (Vec<Vec<bool>>, Vec<Vec<bool>>, Vec<Option<f64>>);
+    type Probed = (Vec<Vec<bool>>, Vec<Vec<bool>>, Vec<Vec<(f64, u64)>>);
     for (p, probed) in done.iter_mut().enumerate() {
         if !planner.wants_first_probe(p) {
             continue;
+        }
+        {
+            let mut tried = shared.first_tried.lock().unwrap_or_else(|e| e.into_inner());
+            if std::mem::replace(&mut tried[p], true) {
+                continue;
+            }
         }
         let Ok(out) = run.bind(py).call1((data, p)) else {
             continue;
@@ -217,21 +229,17 @@ pub(crate) fn first_probes(
         };
         let n_events = known.iter().map(Vec::len).max().unwrap_or(0);
         let mut rows = vec![(0u64, 0u64); n_events];
-        let mut timings = Vec::with_capacity(known.len());
         for (j, (k, ok)) in known.iter().zip(&passed).enumerate().take(64) {
-            let mut decided = 0u64;
             for (e, (&k, &ok)) in k.iter().zip(ok).enumerate() {
                 if k {
-                    decided += 1;
                     rows[e].0 |= 1 << j;
                     if ok {
                         rows[e].1 |= 1 << j;
                     }
                 }
             }
-            timings.push(seconds.get(j).copied().flatten().map(|s| (s, decided)));
         }
-        planner.decide_from_probe(p, &rows, &timings);
+        planner.decide_from_probe(p, &rows, &seconds);
         *probed = true;
     }
     done

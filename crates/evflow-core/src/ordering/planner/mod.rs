@@ -286,30 +286,31 @@ impl OrderingPlanner {
     /// A probe run through every step of `path` before the batch's path
     /// starts: per-event `(known, passed)` vectors as for
     /// [`observe_event_samples`](Self::observe_event_samples), and per step
-    /// (position in the written order) its running time on the probe with
-    /// the events it decided on. The timings join the step's measurements
-    /// (costs per event seen, as for any batch), the vectors the samples,
-    /// and the path decides at once on the calling thread, so that this
-    /// batch and those read after it start with an order decided from
-    /// data. Nobody waits: if another thread holds the path's decision
-    /// state, the decision comes at the next observed batch instead.
+    /// (position in the written order) its timings on parts of the probe,
+    /// `(seconds, events seen)`. The timings join the step's measurements
+    /// (costs per event seen, as for any batch: several of them give the
+    /// estimate its uncertainty), the vectors the samples, and the path
+    /// decides at once on the calling thread, so that this batch and those
+    /// read after it start with an order decided from data. Nobody waits:
+    /// if another thread holds the path's decision state, the decision
+    /// comes at the next observed batch instead.
     pub fn decide_from_probe(
         &self,
         path: PathIdx,
         samples: &[(u64, u64)],
-        timings: &[Option<(f64, u64)>],
+        timings: &[Vec<(f64, u64)>],
     ) {
         let Slot::Dynamic(d) = &self.paths[path] else {
             return;
         };
-        for (j, t) in timings.iter().enumerate().take(d.steps.len()) {
-            let &Some((seconds, events)) = t else {
+        for (j, list) in timings.iter().enumerate().take(d.steps.len()) {
+            let Some(ring) = &self.rings[d.steps[j]] else {
                 continue;
             };
-            if events == 0 || !seconds.is_finite() || seconds < 0.0 {
-                continue;
-            }
-            if let Some(ring) = &self.rings[d.steps[j]] {
+            for &(seconds, events) in list {
+                if events == 0 || !seconds.is_finite() || seconds < 0.0 {
+                    continue;
+                }
                 ring.push((seconds * 1e9) as u64);
                 d.batch_seen[j].fetch_add(events, Relaxed);
                 d.batch_runs[j].fetch_add(1, Relaxed);

@@ -174,7 +174,12 @@ fn a_probe_before_the_path_decides_at_once() {
     let rows: Vec<(u64, u64)> = (0..4096u64)
         .map(|k| (0b11, u64::from(k % 10 != 0) | u64::from(k % 10 == 0) << 1))
         .collect();
-    planner.decide_from_probe(0, &rows, &[Some((8.192e-3, 4096)), Some((4.096e-3, 4096))]);
+    let chunks = |ns: [f64; 4]| ns.iter().map(|&s| (s, 1024)).collect::<Vec<_>>();
+    let timings = [
+        chunks([2.05e-3, 2.04e-3, 2.06e-3, 2.03e-3]),
+        chunks([1.02e-3, 1.03e-3, 1.01e-3, 1.02e-3]),
+    ];
+    planner.decide_from_probe(0, &rows, &timings);
     assert_eq!(planner.current_order(0), ["f1", "f0"]);
     assert!(!planner.wants_first_probe(0));
     let Slot::Dynamic(d) = &planner.paths[0] else {
@@ -187,5 +192,8 @@ fn a_probe_before_the_path_decides_at_once() {
             "{:?}",
             st.costs
         );
+        // Four timings that agree: a small uncertainty (one alone would
+        // be trusted to 10% only).
+        assert!(st.cost_se[i] < 0.02 * per_event, "{:?}", st.cost_se);
     }
 }
