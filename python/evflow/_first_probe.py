@@ -54,11 +54,11 @@ class FirstProbe:
         passed: list[list[bool]] = []
         seconds: list[list[tuple[float, int]]] = []
         # Each filter runs on the subsample in a few chunks, each one timing
-        # for the planner (whose robust estimate sets aside a descheduled
-        # one), and twice on a few events: the least of these is the call's
-        # fixed cost (a Python call, slicing, an awkward kernel's start: tens
-        # of µs, which batches of 10^5 events spread thin), taken out of the
-        # chunks' timings so that they measure what grows with the events.
+        # for the planner, and before each on a few events: the least of
+        # these is the call's fixed cost (a Python call, slicing, an awkward
+        # kernel's start: tens of µs, which batches of 10^5 events spread
+        # thin), taken out of the chunks' timings so that they measure what
+        # grows with the events.
         chunks = [c for c in np.array_split(events, rt.FIRST_PROBE_CHUNKS) if len(c)]
         few = events[: rt.FIRST_PROBE_FEW]
         for runner, tags in steps:
@@ -74,19 +74,30 @@ class FirstProbe:
             k: list[bool] = []
             ok: list[bool] = []
             times = []
-            for chunk in chunks:
-                t1 = time.perf_counter()
-                kc, okc = probe(data, chunk, raw)
-                times.append((time.perf_counter() - t1, len(chunk)))
-                k += kc
-                ok += okc
             fixed = float("inf")
-            for _ in range(2):
+            for chunk in chunks:
+                # The small calls between the chunks: a stretch of time
+                # taken by other processes rarely covers all of them.
                 t1 = time.perf_counter()
                 probe(data, few, raw)
-                fixed = min(fixed, time.perf_counter() - t1)
+                t2 = time.perf_counter()
+                kc, okc = probe(data, chunk, raw)
+                times.append((time.perf_counter() - t2, len(chunk)))
+                fixed = min(fixed, t2 - t1)
+                k += kc
+                ok += okc
+            # Equal chunks of one batch cost about the same: a chunk well
+            # above the least was slowed by other processes (which only ever
+            # add time), and would blur the costs the first order rests on.
+            least = min(t / size for t, size in times)
+            # A fixed cost above half of the quickest chunk's time is a small
+            # call that other processes slowed: taken out in full, it would
+            # leave the step nearly free.
+            fixed = min(fixed, 0.5 * min(t for t, _ in times))
             timings = []
             for t, size in times:
+                if t / size > rt.FIRST_PROBE_SLOWER * least:
+                    continue
                 grows = t - fixed
                 if grows > 0 and size > len(few):
                     t = grows * size / (size - len(few))

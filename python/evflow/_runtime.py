@@ -299,10 +299,13 @@ PROBE_EVENTS = 256
 #: Python call's fixed cost (tens of µs) is small against the per-event
 #: cost of even a cheap cut, so that costs per event are not flattened.
 FIRST_PROBE_EVENTS = 4096
-#: The first probe calls each filter on this many chunks of it, and twice on
-#: ``FIRST_PROBE_FEW`` events, which measures the call's fixed cost.
+#: The first probe calls each filter on this many chunks of it, and before
+#: each on ``FIRST_PROBE_FEW`` events, which measures the call's fixed cost;
+#: a chunk that took this many times the least per event was slowed by other
+#: processes and is left out.
 FIRST_PROBE_CHUNKS = 4
 FIRST_PROBE_FEW = 32
+FIRST_PROBE_SLOWER = 1.2
 
 
 def probe_indices(n: int, size: int = PROBE_EVENTS) -> np.ndarray:
