@@ -64,15 +64,41 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 EVFLOW = ROOT / "target" / "release" / "evflow"
 OUT = Path(tempfile.mkdtemp(prefix="evflow-device-bench-"))
+# `--baseline BIN`: another evflow build whose adaptive split runs beside this one's.
+BASELINE: Path | None = None
 
 THREADS = 8
 IN_FLIGHT = 128
+STEP = 5  # % between static splits (`--step`)
+MAX_IN_FLIGHT: int | None = None  # `--max-in-flight`: --device-max-in-flight of this build's runs
 BANDWIDTH_GBS = 0.25
 
-# host s/event, device kernel s/event (speed-up 1), bytes in, bytes out
+# host s/event, device kernel s/event (speed-up 1), bytes in, bytes out, device options,
+# events per run (None: the benchmark's default)
 WORKLOADS = {
-    "stencil": (0.001, 0.00005, 65536, 65536),
-    "nbody": (0.002, 0.00025, 16384, 4096),
+    "stencil": (0.001, 0.00005, 65536, 65536, [], None),
+    "nbody": (0.002, 0.00025, 16384, 4096, [], None),
+}
+
+# `--regime gpu-like`: the regime measured on an H100 (best static split at an
+# end of the sweep, device round trips of milliseconds, 128 events in flight).
+# "host-wins": the host ~11x faster than the device, whose launches take
+# 2 ms + 1.3 ms per event each way (like the stencil, bound by moving bytes);
+# "device-wins": the device ~3.5x faster, a 0.5 ms fixed cost per launch
+# (like the n-body kernel, whose time hardly grows with the batch), so a
+# small device share makes small, inefficient launches. Its runs are longer
+# (16 000 events): at ~25 000 events/s device-only, 4000 events would last
+# only a few measurement windows.
+GPU_LIKE = {
+    "host-wins": (
+        0.001,
+        0.001,
+        65536,
+        65536,
+        ["--device-latency-us", "2000", "--device-bandwidth-gbs", "0.05"],
+        None,
+    ),
+    "device-wins": (0.002, 0.00002, 4096, 4096, ["--device-latency-us", "500"], 16000),
 }
 
 
@@ -142,9 +168,9 @@ device = {{ kernel = "{kernel}", size = {size} }}
     return path
 
 
-def run(path: Path, tag: str, *args: str) -> dict:
+def run(path: Path, tag: str, *args: str, binary: Path | None = None) -> dict:
     report = OUT / f"{tag}.json"
-    cmd = [str(EVFLOW), "run", str(path), "--quiet", "--report", str(report), *args]
+    cmd = [str(binary or EVFLOW), "run", str(path), "--quiet", "--report", str(report), *args]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"evflow failed: {' '.join(cmd)}\n{done.stderr}")
@@ -152,6 +178,8 @@ def run(path: Path, tag: str, *args: str) -> dict:
 
 
 def device_args(split: str, *extra: str, bandwidth_gbs: float = BANDWIDTH_GBS) -> list[str]:
+    if MAX_IN_FLIGHT is not None:
+        extra = (*extra, "--device-max-in-flight", str(MAX_IN_FLIGHT))
     return [
         "--device",
         "emulated",
@@ -173,32 +201,49 @@ def median(xs: list[float]) -> float:
 
 def sweep(path: Path, name: str, common: list[str], dev, reps: int, statics: bool = True) -> dict:
     """Throughput per static split (0..100 % by 5) and adaptive; `dev(split)` gives the device options."""
-    steps = range(0, 101, 5) if statics else []
-    splits = [f"fixed:{p}" for p in steps] + ["adaptive"]
+    steps = sorted(set(range(0, 101, STEP)) | {100}) if statics else []
+    splits = [f"fixed:{p}" for p in steps] + ["adaptive"] + (["baseline"] if BASELINE else [])
     rates: dict[str, list[float]] = {s: [] for s in splits}
-    final: list[float] = []
+    final: dict[str, list[float]] = {"adaptive": [], "baseline": []}
     for rep in range(reps):
         for s in splits:
-            r = run(path, f"{name}-{s}-{rep}", *common, *dev(s))
+            binary = BASELINE if s == "baseline" else None
+            split = "adaptive" if s == "baseline" else s
+            options = dev(split)
+            if binary is not None and "--device-max-in-flight" in options:
+                # An older build has no such option.
+                i = options.index("--device-max-in-flight")
+                options = options[:i] + options[i + 2 :]
+            r = run(path, f"{name}-{s}-{rep}", *common, *options, binary=binary)
             rates[s].append(r["throughput_ev_s"])
-            if s == "adaptive":
-                final.append(r["devices"][0]["split_history"][-1]["device_fraction"])
+            if s in final:
+                final[s].append(r["devices"][0]["split_history"][-1]["device_fraction"])
     med = {s: median(v) for s, v in rates.items()}
     return {
         "static": [(p, med[f"fixed:{p}"]) for p in steps],
         "adaptive": med["adaptive"],
-        "adaptive_split": median(final),
+        "adaptive_split": median(final["adaptive"]),
+        "baseline": med.get("baseline"),
+        "baseline_split": median(final["baseline"]) if BASELINE else None,
         "command": f"evflow run {path.name} {' '.join(common)} " + " ".join(dev("SPLIT")),
     }
+
+
+def emulated_args(extra: list[str]):
+    """`dev(split)` for a workload: the common device options, its own in place of theirs."""
+    own = dict(zip(extra[::2], extra[1::2], strict=True))
+    bandwidth = float(own.pop("--device-bandwidth-gbs", BANDWIDTH_GBS))
+    rest = [x for kv in own.items() for x in kv]
+    return lambda split: device_args(split, *rest, bandwidth_gbs=bandwidth)
 
 
 def bathtub(events: int, reps: int, statics: bool = True) -> dict:
     """Per workload of the emulated device."""
     results = {}
-    for name, (host, device, bin_, bout) in WORKLOADS.items():
+    for name, (host, device, bin_, bout, extra, own_events) in WORKLOADS.items():
         path = config(name, host, device, bin_, bout)
-        common = ["-n", str(events), "-j", str(THREADS), "-k", str(IN_FLIGHT)]
-        results[name] = sweep(path, name, common, device_args, reps, statics)
+        common = ["-n", str(own_events or events), "-j", str(THREADS), "-k", str(IN_FLIGHT)]
+        results[name] = sweep(path, name, common, emulated_args(extra), reps, statics)
     return results
 
 
@@ -218,6 +263,11 @@ def print_bathtub(bath: dict, reps: int) -> None:
             f"    best/host-only {best / host:.2f}x, best/device-only {best / dev:.2f}x, "
             f"adaptive/best {r['adaptive'] / best:.3f} (target >= 0.97)"
         )
+        if r.get("baseline") is not None:
+            print(
+                f"    baseline adaptive ({BASELINE}): {r['baseline']:.0f} "
+                f"(final split {100 * r['baseline_split']:.0f}%), baseline/best {r['baseline'] / best:.3f}"
+            )
 
 
 def combining(events: int, reps: int, cuda: bool = False, threads: int = 2) -> list[tuple]:
@@ -288,14 +338,14 @@ def prng(events: int) -> dict:
 
 def simulation(bath: dict, events: int) -> list[tuple]:
     rows = []
-    for name, (host, device, bin_, bout) in WORKLOADS.items():
+    for name, (host, device, bin_, bout, extra, own_events) in WORKLOADS.items():
         path = config(name, host, device, bin_, bout)
         cmd = [
             str(EVFLOW),
             "simulate",
             str(path),
             "-n",
-            str(events),
+            str(own_events or events),
             "--cores",
             str(THREADS),
             "--events-in-flight",
@@ -303,7 +353,7 @@ def simulation(bath: dict, events: int) -> list[tuple]:
             "--quiet",
             "--report",
             str(OUT / f"sim-{name}.json"),
-            *device_args("adaptive"),
+            *emulated_args(extra)("adaptive"),
         ]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
@@ -395,14 +445,29 @@ def print_overlap(rows: list[tuple]) -> None:
 
 
 def main() -> None:
-    global EVFLOW
+    global EVFLOW, BASELINE, STEP, MAX_IN_FLIGHT
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", help="benchmarks to run (default 1,2,3,4,5; with --device cuda 1,2,3)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--figure", type=Path)
     ap.add_argument("--device", choices=["emulated", "cuda"], default="emulated")
+    ap.add_argument(
+        "--regime",
+        choices=["bathtub", "gpu-like"],
+        default="bathtub",
+        help="emulated benchmarks 1 and 5: the interior bathtub (default) or the GPU-like regime",
+    )
+    ap.add_argument(
+        "--max-in-flight",
+        type=int,
+        help="emulated: --device-max-in-flight of this build's runs (not the baseline's)",
+    )
+    ap.add_argument("--step", type=int, default=STEP, help="benchmark 1: %% between static splits (default 5)")
     ap.add_argument("--no-build", action="store_true", help="use target/release/evflow as it is")
     ap.add_argument("--evflow", type=Path, help="the evflow binary (default target/release/evflow)")
+    ap.add_argument(
+        "--baseline", type=Path, help="benchmark 1: also run this evflow binary's adaptive split, interleaved"
+    )
     ap.add_argument("--reps", type=int, help="repetitions, medians reported (default 3; --quick 1)")
     ap.add_argument("--threads", type=int, help="CUDA: host threads (default: all cores)")
     ap.add_argument("--in-flight", type=int, default=IN_FLIGHT, help="CUDA: events in flight")
@@ -416,6 +481,10 @@ def main() -> None:
     args = ap.parse_args()
     if args.evflow:
         EVFLOW = args.evflow.resolve()
+    if args.baseline:
+        BASELINE = args.baseline.resolve()
+    STEP = args.step
+    MAX_IN_FLIGHT = args.max_in_flight
     if args.figure:
         try:
             import matplotlib  # noqa: F401
@@ -432,6 +501,9 @@ def main() -> None:
     if cuda:
         cuda_main(args, only, reps)
         return
+    if args.regime == "gpu-like":
+        WORKLOADS.clear()
+        WORKLOADS.update(GPU_LIKE)
     bath = None
     if 5 in only and 1 not in only:
         bath = bathtub(1000 if args.quick else 4000, reps, statics=False)

@@ -213,7 +213,7 @@ def test_adaptive_split_moves_to_the_faster_side() -> None:
     proc, _ = _process()
     slow = EmulatedDevice(latency_us=30_000)
     fraction, history = _final_fraction(proc.run(threads=2, device=slow), "metxy")
-    assert history[0]["device_fraction"] == 0.25
+    assert history[0]["device_fraction"] == 0.1
     assert len(history) > 1
     assert fraction < 0.1, history
     # A host implementation of 100 µs per event against a fast device: toward the device.
@@ -222,7 +222,7 @@ def test_adaptive_split_moves_to_the_faster_side() -> None:
     fraction, history = _final_fraction(proc.run(threads=2, device=fast), "ht")
     assert len(history) > 1
     assert fraction > 0.6, history
-    assert all(0.02 - 1e-9 <= p["device_fraction"] <= 0.98 + 1e-9 for p in history)
+    assert all(0.0 <= p["device_fraction"] <= 1.0 for p in history)
 
 
 def test_device_fault_names_module_batch_and_device() -> None:

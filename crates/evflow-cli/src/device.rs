@@ -35,6 +35,10 @@ pub struct DeviceArgs {
     /// ... or once the oldest has waited this many microseconds.
     #[arg(long, default_value_t = CombinePolicy::default().timeout_s * 1e6)]
     pub device_timeout_us: f64,
+    /// ... unless this many launches of the module are on the device (0: no
+    /// limit): then a timed-out batch waits for one to land, growing.
+    #[arg(long, default_value_t = CombinePolicy::default().max_in_flight)]
+    pub device_max_in_flight: usize,
     /// Emulated device: kernel launch latency, microseconds.
     #[arg(long, default_value_t = EmulatedConfig::default().launch_latency_s * 1e6)]
     pub device_latency_us: f64,
@@ -83,6 +87,10 @@ impl DeviceArgs {
             DeviceArg::Cuda => DeviceChoice::Cuda,
             DeviceArg::Emulated => DeviceChoice::Emulated(EmulatedConfig {
                 launch_latency_s: non_negative(self.device_latency_us, "device-latency-us")? * 1e-6,
+                transfer_latency_s: non_negative(
+                    self.device_transfer_latency_us,
+                    "device-transfer-latency-us",
+                )? * 1e-6,
                 bandwidth_bytes_s: positive(self.device_bandwidth_gbs, "device-bandwidth-gbs")?
                     * 1e9,
                 speedup: positive(self.device_speedup, "device-speedup")?,
@@ -95,6 +103,7 @@ impl DeviceArgs {
             combine: CombinePolicy {
                 max_events: self.device_batch,
                 timeout_s: non_negative(self.device_timeout_us, "device-timeout-us")? * 1e-6,
+                max_in_flight: self.device_max_in_flight,
             },
             cuda_streams: if self.device_no_overlap { 1 } else { 2 },
             ..DeviceOptions::default()

@@ -128,7 +128,7 @@ impl Shared {
 
     /// A launch ended: scatter the results (or the error) to its events.
     fn landed(
-        &self,
+        self: &Arc<Self>,
         waiting: Vec<(EventId, Completion)>,
         bytes_in: usize,
         bytes_out: usize,
@@ -136,6 +136,15 @@ impl Shared {
     ) {
         let overlap = self.device.as_ref().is_some_and(|d| d.overlaps());
         let mut state = lock(&self.state);
+        // A batch held back by this launch may go now.
+        let next = state.combiner.landed(self.now());
+        if let Some(batch) = next {
+            drop(state);
+            self.launch(batch);
+            state = lock(&self.state);
+        }
+        // The flusher's wait may have changed (a held batch's deadline).
+        self.wake.notify_all();
         match result {
             Ok(out) => {
                 state
@@ -194,12 +203,11 @@ fn flusher(shared: Weak<Shared>) {
             me.launch(batch);
             continue;
         }
-        let wait = state
-            .combiner
-            .deadline()
-            .map_or(Duration::from_millis(50), |d| {
-                Duration::from_secs_f64((d - now).max(0.0))
-            });
+        // A held batch waits for a landing, which wakes this thread.
+        let deadline = state.combiner.deadline().filter(|_| !state.combiner.held());
+        let wait = deadline.map_or(Duration::from_millis(50), |d| {
+            Duration::from_secs_f64((d - now).max(0.0))
+        });
         let _unused = me.wake.wait_timeout(state, wait);
     }
 }

@@ -31,6 +31,7 @@ fn options(split: SplitMode, max_events: usize, k: usize) -> DeviceOptions {
         combine: CombinePolicy {
             max_events,
             timeout_s: 300e-6,
+            ..CombinePolicy::default()
         },
         events_in_flight: k,
         host_threads: 2,

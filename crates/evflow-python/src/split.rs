@@ -97,7 +97,7 @@ impl SplitController {
     }
 
     /// The split chosen over time: dicts with `t_s`, `device_fraction`,
-    /// `host_rate`, `device_rate` (events/s).
+    /// `host_rate`, `device_rate`, `throughput` (events/s).
     fn history<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
         let points = self.with(|c| c.history().to_vec());
         points
@@ -108,6 +108,7 @@ impl SplitController {
                 d.set_item("device_fraction", p.device_fraction)?;
                 d.set_item("host_rate", p.host_rate)?;
                 d.set_item("device_rate", p.device_rate)?;
+                d.set_item("throughput", p.throughput)?;
                 Ok(d)
             })
             .collect()

@@ -149,6 +149,10 @@ impl SimDevice {
                 let m = self.modules[module].as_mut().expect("a device module");
                 m.split.record_device(items.len(), bottleneck);
                 m.split.update(now, self.busy_all);
+                // A batch held back by this launch may go now.
+                if let Some(batch) = m.combiner.landed(now) {
+                    self.launch(now, module, batch);
+                }
                 items.into_iter().map(|(s, i)| (module, s, i)).collect()
             }
             None => Vec::new(),

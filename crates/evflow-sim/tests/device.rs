@@ -81,3 +81,103 @@ fn the_adaptive_split_finds_the_floor_of_the_bathtub() {
         "adaptive {adaptive} vs best static {best}"
     );
 }
+
+/// The regime measured on a GPU: device round trips of milliseconds and
+/// 128 events in flight, with the best static split at an end of the sweep.
+struct Regime {
+    host_s: f64,
+    device_s: f64,
+    bytes: usize,
+    latency_s: f64,
+    bandwidth: f64,
+    max_in_flight: usize,
+    events: u64,
+}
+
+fn predict_regime(r: &Regime, split: SplitMode) -> f64 {
+    let config = EmulatedConfig {
+        launch_latency_s: r.latency_s,
+        bandwidth_bytes_s: r.bandwidth,
+        ..EmulatedConfig::default()
+    };
+    let options = DeviceOptions {
+        split,
+        events_in_flight: K,
+        host_threads: CORES,
+        combine: CombinePolicy {
+            max_in_flight: r.max_in_flight,
+            ..CombinePolicy::default()
+        },
+        ..DeviceOptions::default()
+    };
+    let ctx = DeviceContext::open(&DeviceChoice::Emulated(config), options)
+        .unwrap()
+        .0;
+    let spec = SyntheticDevice {
+        host: Some(Timing::constant(r.host_s, Work::Sleep)),
+        device_cost_s: r.device_s,
+        bytes_in: r.bytes,
+        bytes_out: r.bytes,
+    };
+    let mut p = Process::new("sim-regime");
+    p.set_source(EmptySource::new(r.events));
+    p.add(synthetic_device("m", spec, &[], &[""], &ctx).unwrap());
+    p.add(synthetic::analyzer("use", Timing::zero(), &["m"]));
+    p.end_path("e", ["use"]);
+    let options = SimOptions {
+        cores: CORES,
+        events_in_flight: K,
+        devices: Some(ctx),
+        ..SimOptions::default()
+    };
+    let sim = simulate(p, &options).unwrap();
+    assert_eq!(sim.report.events, r.events);
+    sim.report.throughput_ev_s
+}
+
+/// Static splits 0, 5, 10, 20, ... 100 % and the adaptive split.
+fn sweep(r: &Regime) -> (Vec<f64>, f64) {
+    let statics: Vec<f64> = [0, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 100]
+        .iter()
+        .map(|&p| predict_regime(r, SplitMode::Fixed(p as f64 / 100.0)))
+        .collect();
+    (statics, predict_regime(r, SplitMode::Adaptive))
+}
+
+#[test]
+fn the_adaptive_split_goes_to_the_host_when_the_device_loses_by_far() {
+    // Host 8000 ev/s; the device ~11x slower, 2 ms + 1.3 ms per event each
+    // way: device events hold event slots for long round trips.
+    let (statics, adaptive) = sweep(&Regime {
+        host_s: 1e-3,
+        device_s: 1e-3,
+        bytes: 65536,
+        latency_s: 2e-3,
+        bandwidth: 0.05e9,
+        max_in_flight: 0,
+        events: 8000,
+    });
+    let best = statics.iter().copied().fold(0.0, f64::max);
+    assert_eq!(best, statics[0], "{statics:?}");
+    assert!(best > 8.0 * statics[12], "{statics:?}");
+    assert!(adaptive > 0.95 * best, "adaptive {adaptive} vs {statics:?}");
+}
+
+#[test]
+fn the_adaptive_split_goes_to_the_device_when_it_wins() {
+    // Host 4000 ev/s; the device several times faster with 0.5 ms per
+    // launch, batches held while 3 launches are on the device.
+    let (statics, adaptive) = sweep(&Regime {
+        host_s: 2e-3,
+        device_s: 20e-6,
+        bytes: 4096,
+        latency_s: 0.5e-3,
+        bandwidth: 0.25e9,
+        max_in_flight: 3,
+        events: 100_000,
+    });
+    let best = statics.iter().copied().fold(0.0, f64::max);
+    assert!(best > 3.0 * statics[0], "{statics:?}");
+    // Probes back from 100 % cost a few per cent (0.92 of the best here).
+    assert!(adaptive > 0.9 * best, "adaptive {adaptive} vs {statics:?}");
+}
