@@ -7,6 +7,8 @@
     python3 bench/device.py --figure docs/figures/bathtub.png
     python3 bench/device.py --device cuda   # benchmarks 1-3 on GPU 0 with the real kernels (see below)
     python3 bench/device.py --device cuda --no-build --threads 16 --figure bathtub-h100.png
+    python3 bench/device.py --only 1 --regime gpu-like --step 10   # the GPU's regime, emulated
+    python3 bench/device.py --only 1 --baseline OTHER/evflow          # another build's adaptive beside
 
 1. Bathtub: two synthetic device modules, a low-arithmetic-intensity one
    ("stencil": transfers dominate the device side) and a high one
@@ -192,6 +194,8 @@ def device_args(split: str, *extra: str, bandwidth_gbs: float = BANDWIDTH_GBS) -
 
 
 def cuda_args(split: str, *extra: str) -> list[str]:
+    if MAX_IN_FLIGHT is not None:
+        extra = (*extra, "--device-max-in-flight", str(MAX_IN_FLIGHT))
     return ["--device", "cuda", "--device-split", split, *extra]
 
 
@@ -460,7 +464,7 @@ def main() -> None:
     ap.add_argument(
         "--max-in-flight",
         type=int,
-        help="emulated: --device-max-in-flight of this build's runs (not the baseline's)",
+        help="--device-max-in-flight of this build's runs (not the baseline's)",
     )
     ap.add_argument("--step", type=int, default=STEP, help="benchmark 1: %% between static splits (default 5)")
     ap.add_argument("--no-build", action="store_true", help="use target/release/evflow as it is")

@@ -114,7 +114,7 @@ impl Default for SplitTuning {
             settle_windows: 1,
             trial_windows: 2,
             tolerance: 0.02,
-            abort_loss: 0.15,
+            abort_loss: 0.3,
             probe_wait_s: 0.02,
             max_probe_wait_s: 1.0,
         }
@@ -182,6 +182,8 @@ struct Trial {
     fraction: f64,
     /// Proposed by the rate model rather than a probe step.
     from_model: bool,
+    /// The device rate the model had then.
+    device_rate: f64,
     settle: u32,
     tally: Tally,
     windows: u32,
@@ -240,9 +242,10 @@ pub struct SplitController {
     direction: f64,
     next_probe: f64,
     probe_wait: f64,
-    /// A proposal of the model that lost; proposals near it are not tried
-    /// again until a probe wins or the model moves away from it.
-    refuted: Option<f64>,
+    /// A proposal of the model that lost, and until when proposals near it
+    /// are not tried again (unless a probe wins first): one noisy loss
+    /// must not shut the model out for good.
+    refuted: Option<(f64, f64)>,
     /// The last challenger won: the next probe goes on in its direction
     /// before the model is heard again.
     climbing: bool,
@@ -421,7 +424,7 @@ impl SplitController {
         self.incumbent_rate = Some(self.incumbent_rate.map_or(rate, |o| o + a * (rate - o)));
         self.incumbent_rate = Some(self.kept_rate(slack_host, slack_device));
         if now >= self.next_probe {
-            self.challenge();
+            self.challenge(now);
         }
     }
 
@@ -440,7 +443,7 @@ impl SplitController {
 
     /// Starts a trial: the model's proposal when it differs from the kept
     /// split (and did not lose there already), else a probe one step away.
-    fn challenge(&mut self) {
+    fn challenge(&mut self, now: f64) {
         let e = self.tuning.explore;
         let kept = self.incumbent;
         let model = match (self.host_rate, self.device_rate) {
@@ -451,9 +454,9 @@ impl SplitController {
         };
         let proposal = model.filter(|&m| {
             (m - kept).abs() > e
-                && self
-                    .refuted
-                    .is_none_or(|r| (m - r).abs() > 0.1_f64.max(0.5 * r.min(1.0 - r)))
+                && self.refuted.is_none_or(|(r, until)| {
+                    now >= until || (m - r).abs() > 0.1_f64.max(0.5 * r.min(1.0 - r))
+                })
         });
         let (fraction, from_model) = match proposal {
             Some(m) => (m, true),
@@ -470,6 +473,7 @@ impl SplitController {
         self.trial = Some(Trial {
             fraction,
             from_model,
+            device_rate: self.device_rate.unwrap_or(0.0),
             settle: self.tuning.settle_windows,
             tally: Tally::default(),
             windows: 0,
@@ -492,10 +496,12 @@ impl SplitController {
         let moved = trial.fraction - self.incumbent;
         if wins {
             if trial.from_model {
-                // Go on probing from the proposal, in the direction it
-                // moved: the model may have stopped short (its device rate
-                // measured on small launches).
-                self.step = moved.abs().max(t.explore);
+                // When the device's measured rate grew with its share
+                // (larger launches), the model stopped short: go on the
+                // same way in steps as large. Otherwise it is right, and
+                // probes only look around it.
+                let grew = self.device_rate.unwrap_or(0.0) > 1.2 * trial.device_rate;
+                self.step = if grew { moved.abs() } else { 0.0 }.max(t.explore);
             } else {
                 self.step = (2.0 * self.step).min(1.0);
                 self.refuted = None;
@@ -512,11 +518,12 @@ impl SplitController {
             // A winning direction is followed at once.
             self.probe_wait = t.probe_wait_s;
             self.next_probe = now;
-            self.challenge();
+            self.challenge(now);
         } else {
             self.climbing = false;
             if trial.from_model {
-                self.refuted = Some(trial.fraction);
+                // Probes come first for a while; then the model again.
+                self.refuted = Some((trial.fraction, now + 4.0 * self.probe_wait));
             } else {
                 self.direction = -self.direction;
                 self.step = (0.5 * self.step).max(t.explore);
