@@ -466,7 +466,9 @@ def main() -> None:
         type=int,
         help="--device-max-in-flight of this build's runs (not the baseline's)",
     )
-    ap.add_argument("--step", type=int, default=STEP, help="benchmark 1: %% between static splits (default 5)")
+    ap.add_argument(
+        "--step", type=int, default=STEP, help="benchmark 1: %% between static splits (default 5)"
+    )
     ap.add_argument("--no-build", action="store_true", help="use target/release/evflow as it is")
     ap.add_argument("--evflow", type=Path, help="the evflow binary (default target/release/evflow)")
     ap.add_argument(
