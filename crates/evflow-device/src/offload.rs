@@ -309,6 +309,7 @@ fn split(options: &DeviceOptions, has_device: bool) -> SplitController {
         SplitMode::Fixed(0.0)
     };
     SplitController::new(mode, options.host_threads, options.tuning)
+        .with_slots(options.events_in_flight)
 }
 
 impl Transitions for Offload {

@@ -251,6 +251,11 @@ pub struct SplitController {
     climbing: bool,
     /// Smoothed invocations per launch.
     batch: f64,
+    /// The job's event slots, when the caller told ([`Self::with_slots`]).
+    slots: Option<usize>,
+    /// Invocations routed to the device, and landed, since the start.
+    device_routed: u64,
+    device_landed: u64,
 }
 
 impl SplitController {
@@ -288,7 +293,20 @@ impl SplitController {
             refuted: None,
             climbing: false,
             batch: 1.0,
+            slots: None,
+            device_routed: 0,
+            device_landed: 0,
         }
+    }
+
+    /// The job has `events_in_flight` event slots. Until the device's first
+    /// launch lands, the adaptive split then sends it no more than a
+    /// quarter of them: a device whose first launch is slow (set-up,
+    /// compilation, allocation) would otherwise hold the job's slots while
+    /// nothing is known about it (Little's law at the start).
+    pub fn with_slots(mut self, events_in_flight: usize) -> Self {
+        self.slots = Some(events_in_flight);
+        self
     }
 
     pub fn mode(&self) -> SplitMode {
@@ -312,12 +330,24 @@ impl SplitController {
     }
 
     /// The side of the next invocation. Deterministic: a fraction `p` sends
-    /// exactly ⌊n·p⌋ or ⌈n·p⌉ of n invocations to the device, spread evenly.
+    /// exactly ⌊n·p⌋ or ⌈n·p⌉ of n invocations to the device, spread evenly
+    /// (adaptive with [`Self::with_slots`]: host only while a quarter of the
+    /// slots wait for the device's first launch).
     pub fn route(&mut self) -> Side {
+        if self.mode == SplitMode::Adaptive
+            && self.device_landed == 0
+            && self
+                .slots
+                .is_some_and(|n| self.device_routed >= (n as u64 / 4).max(1))
+        {
+            self.window.routed_host += 1;
+            return Side::Host;
+        }
         self.credit += self.fraction;
         if self.credit >= 1.0 - 1e-12 {
             self.credit -= 1.0;
             self.window.routed_device += 1;
+            self.device_routed += 1;
             Side::Device
         } else {
             self.window.routed_host += 1;
@@ -335,6 +365,7 @@ impl SplitController {
     /// busy `bottleneck_s` seconds.
     pub fn record_device(&mut self, events: usize, bottleneck_s: f64) {
         self.window.device_events += events as u64;
+        self.device_landed += events as u64;
         self.window.device_own_s += bottleneck_s;
         self.batch += 0.1 * (events as f64 - self.batch);
     }
@@ -777,5 +808,22 @@ mod tests {
         assert_eq!(c.kept_fraction(), INITIAL_FRACTION);
         // At most one probe a second (the longest wait), each two changes.
         assert!(c.history().len() - changes <= 10, "{}", c.history().len());
+    }
+
+    #[test]
+    fn the_device_holds_at_most_a_quarter_of_the_slots_before_its_first_launch_lands() {
+        let mut c = SplitController::new(SplitMode::Adaptive, THREADS, SplitTuning::default())
+            .with_slots(128);
+        c.fraction = 0.5;
+        let device = (0..1000).filter(|_| c.route() == Side::Device).count();
+        assert_eq!(device, 32);
+        // Once a launch lands, the split routes as usual.
+        c.record_device(8, 1e-3);
+        let device = (0..1000).filter(|_| c.route() == Side::Device).count();
+        assert!((499..=501).contains(&device), "{device}");
+        // A fixed split is never capped.
+        let mut f = SplitController::new(SplitMode::Fixed(0.5), THREADS, SplitTuning::default())
+            .with_slots(128);
+        assert_eq!((0..1000).filter(|_| f.route() == Side::Device).count(), 500);
     }
 }

@@ -61,7 +61,8 @@ impl SimDevice {
                         options.split,
                         options.host_threads,
                         options.tuning,
-                    ),
+                    )
+                    .with_slots(events_in_flight),
                     side: vec![Side::Host; events_in_flight],
                     model,
                 })
