@@ -299,7 +299,9 @@ def combining(events: int, reps: int, cuda: bool = False, threads: int = 2) -> l
     return rows
 
 
-def overlap(events: int, reps: int, cuda_size: int | None = None, threads: int = 2) -> list[tuple]:
+def overlap(
+    events: int, reps: int, cuda_size: int | None = None, threads: int = 2, streams: int | None = None
+) -> list[tuple]:
     """Time per launch of a transfer-bound module, with and without overlap.
 
     Emulated: 32 kB each way per event at 0.125 GB/s: 2.1 ms per transfer of
@@ -318,6 +320,8 @@ def overlap(events: int, reps: int, cuda_size: int | None = None, threads: int =
             extra = ["--device-batch", "8", "--device-timeout-us", "1000"]
             if mode == "serial":
                 extra.append("--device-no-overlap")
+            elif streams is not None:
+                extra += ["--device-streams", str(streams)]
             if cuda_size is None:
                 extra = device_args("fixed:100", *extra, bandwidth_gbs=0.125)
             else:
@@ -431,9 +435,12 @@ def cuda_main(args: argparse.Namespace, only: set[int], reps: int) -> None:
                 f"  batch {batch:5}: {per_launch:7.1f} events/launch, framework cost {cost:6.2f} us/invocation"
             )
     if 3 in only:
-        print(f"3 overlap (stencil of {args.overlap_size} elements, batches of 8, fixed:100)")
-        rows = overlap(200 if args.quick else 800, reps, args.overlap_size, args.threads)
-        print_overlap(rows)
+        for streams in args.streams:
+            print(
+                f"3 overlap (stencil of {args.overlap_size} elements, batches of 8, fixed:100, {streams} streams)"
+            )
+            rows = overlap(200 if args.quick else 800, reps, args.overlap_size, args.threads, streams)
+            print_overlap(rows)
     if only & {4, 5}:
         print("benchmarks 4 and 5 run on the emulated device only (without --device cuda)")
     print("reports in", OUT)
@@ -476,6 +483,13 @@ def main() -> None:
     )
     ap.add_argument("--reps", type=int, help="repetitions, medians reported (default 3; --quick 1)")
     ap.add_argument("--threads", type=int, help="CUDA: host threads (default: all cores)")
+    ap.add_argument(
+        "--streams",
+        type=int,
+        nargs="+",
+        default=[2],
+        help="CUDA, benchmark 3: streams to compare (default 2)",
+    )
     ap.add_argument("--in-flight", type=int, default=IN_FLIGHT, help="CUDA: events in flight")
     ap.add_argument("--events", type=int, help="CUDA bathtub: events per run (default 10000; --quick 2000)")
     ap.add_argument("--batch", type=int, help="CUDA bathtub: --device-batch (default: evflow's)")

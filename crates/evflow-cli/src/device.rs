@@ -55,6 +55,10 @@ pub struct DeviceArgs {
     /// device: one engine; CUDA: one stream).
     #[arg(long)]
     pub device_no_overlap: bool,
+    /// CUDA: streams (each with its own worker and pinned staging) that
+    /// successive launches overlap on; `--device-no-overlap` means 1.
+    #[arg(long, default_value_t = DeviceOptions::default().cuda_streams)]
+    pub device_streams: usize,
 }
 
 fn parse_split(s: &str) -> Result<SplitMode, String> {
@@ -81,6 +85,9 @@ impl DeviceArgs {
         if self.device_batch == 0 {
             return Err("--device-batch must be at least 1".into());
         }
+        if self.device_streams == 0 {
+            return Err("--device-streams must be at least 1".into());
+        }
         let choice = match self.device {
             DeviceArg::Auto => DeviceChoice::Auto,
             DeviceArg::None => DeviceChoice::None,
@@ -105,7 +112,11 @@ impl DeviceArgs {
                 timeout_s: non_negative(self.device_timeout_us, "device-timeout-us")? * 1e-6,
                 max_in_flight: self.device_max_in_flight,
             },
-            cuda_streams: if self.device_no_overlap { 1 } else { 2 },
+            cuda_streams: if self.device_no_overlap {
+                1
+            } else {
+                self.device_streams
+            },
             ..DeviceOptions::default()
         };
         DeviceContext::open(&choice, options).map_err(|e| format!("--device: {e}"))
