@@ -33,10 +33,21 @@ fn predict(split: SplitMode, overlap: bool) -> f64 {
         bytes_in: 65536,
         bytes_out: 65536,
     };
+    simulated_throughput("stencil", spec, EVENTS, ctx)
+}
+
+/// Simulated events/s of one device module `label` and a consumer, on
+/// `CORES` cores with `K` events in flight.
+fn simulated_throughput(
+    label: &str,
+    spec: SyntheticDevice,
+    events: u64,
+    ctx: DeviceContext,
+) -> f64 {
     let mut p = Process::new("sim-device");
-    p.set_source(EmptySource::new(EVENTS));
-    p.add(synthetic_device("stencil", spec, &[], &[""], &ctx).unwrap());
-    p.add(synthetic::analyzer("use", Timing::zero(), &["stencil"]));
+    p.set_source(EmptySource::new(events));
+    p.add(synthetic_device(label, spec, &[], &[""], &ctx).unwrap());
+    p.add(synthetic::analyzer("use", Timing::zero(), &[label]));
     p.end_path("e", ["use"]);
     let options = SimOptions {
         cores: CORES,
@@ -45,7 +56,7 @@ fn predict(split: SplitMode, overlap: bool) -> f64 {
         ..SimOptions::default()
     };
     let sim = simulate(p, &options).unwrap();
-    assert_eq!(sim.report.events, EVENTS);
+    assert_eq!(sim.report.events, events);
     sim.report.throughput_ev_s
 }
 
@@ -119,20 +130,7 @@ fn predict_regime(r: &Regime, split: SplitMode) -> f64 {
         bytes_in: r.bytes,
         bytes_out: r.bytes,
     };
-    let mut p = Process::new("sim-regime");
-    p.set_source(EmptySource::new(r.events));
-    p.add(synthetic_device("m", spec, &[], &[""], &ctx).unwrap());
-    p.add(synthetic::analyzer("use", Timing::zero(), &["m"]));
-    p.end_path("e", ["use"]);
-    let options = SimOptions {
-        cores: CORES,
-        events_in_flight: K,
-        devices: Some(ctx),
-        ..SimOptions::default()
-    };
-    let sim = simulate(p, &options).unwrap();
-    assert_eq!(sim.report.events, r.events);
-    sim.report.throughput_ev_s
+    simulated_throughput("m", spec, r.events, ctx)
 }
 
 /// Static splits 0, 5, 10, 20, ... 100 % and the adaptive split.
