@@ -2,6 +2,7 @@
 
     python bench/ordering_batches.py                      # 3 000 000 events, 2 threads, 3 runs
     python bench/ordering_batches.py --events 1000000 --runs 2
+    python bench/ordering_batches.py --runs 10 --neighbour   # beside a CPU-burning process
 
 Six cuts on the synthetic NanoAOD-like source, written in a poor order, with
 running times proportional to the events they see (calibrated sleeps, 0.2 to
@@ -10,13 +11,18 @@ running times proportional to the events they see (calibrated sleeps, 0.2 to
 independent cuts. The figure is the work per event, every call of every
 filter counted with the events it saw (the planner's probes of sampled
 batches included), divided by the per-event oracle's: the best order for the
-per-event decisions (numpy, every event), by exhaustive search.
+per-event decisions (numpy, every event), by exhaustive search. With
+``--neighbour``, a Python busy loop competes for the cores during the runs
+(as in ``bench/ordering_heldout.py``), so that the figure under load is
+reproducible.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import os
+import subprocess
 import sys
 import time
 
@@ -105,6 +111,8 @@ def main() -> int:
     ap.add_argument("--step-size", type=int, default=100_000)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--neighbour", action="store_true", help="with a CPU-burning neighbour process")
+    ap.add_argument("--no-fixed", action="store_true", help="without the written order's run")
     args = ap.parse_args()
     seed = 5
     cols = columns(args.events, args.step_size, seed)
@@ -116,17 +124,44 @@ def main() -> int:
     for n in WRITTEN:
         written += COST[n] * reach.mean()
         reach &= d[n]
-    print(f"{args.events} events, batches of {args.step_size}, {args.threads} threads")
+    burner = None
+    if args.neighbour:
+        burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        return measure(args, d, best_order, best, written, spec, seed, burner is not None)
+    finally:
+        if burner is not None:
+            burner.kill()
+
+
+def measure(
+    args: argparse.Namespace,
+    d: dict[str, np.ndarray],
+    best_order: tuple[str, ...],
+    best: float,
+    written: float,
+    spec: dict[str, tuple[str, str, float]],
+    seed: int,
+    neighbour: bool,
+) -> int:
+    print(
+        f"{args.events} events, batches of {args.step_size}, {args.threads} threads, "
+        f"neighbour: {'a busy loop' if neighbour else 'none'}, load average {os.getloadavg()[0]:.1f}"
+    )
     print(
         f"per-event oracle: {' > '.join(best_order)} ({best * 1e6:.3f} us/event); written order {written / best:.2f}x"
     )
     print("| policy | run | work per event / oracle | order most batches ran | wall s |")
     print("| --- | ---: | ---: | --- | ---: |")
+    ratios = []
     for policy in ("adaptive", "fixed"):
-        for k in range(args.runs if policy == "adaptive" else 1):
+        for k in range(args.runs if policy == "adaptive" else 0 if args.no_fixed else 1):
             spent, order, wall = run(args.events, args.step_size, seed, args.threads, spec, policy)
             print(f"| {policy} | {k + 1} | {spent / best:.3f} | {' > '.join(order)} | {wall:.1f} |")
             sys.stdout.flush()
+            if policy == "adaptive":
+                ratios.append(spent / best)
+    print(f"adaptive: worst {max(ratios):.3f}; load average at the end {os.getloadavg()[0]:.1f}")
     return 0
 
 

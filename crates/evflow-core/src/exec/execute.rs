@@ -178,7 +178,10 @@ impl Engine {
             .record(thread, module, calls, elapsed.as_nanos() as u64);
         let planner = self.coordinator.planner();
         if planner.wants_cost(module) {
-            planner.observe_cost(module, elapsed.as_secs_f64());
+            match data.step_counts[module].get() {
+                Some(&(seen, _)) => planner.observe_batch_cost(module, elapsed.as_secs_f64(), seen),
+                None => planner.observe_cost(module, elapsed.as_secs_f64()),
+            }
         }
         if self.trace.is_some() {
             self.record_slice(

@@ -45,7 +45,7 @@ mod policy;
 
 use std::sync::Arc;
 
-pub use costs::{CostEstimate, robust_cost};
+pub use costs::{CostEstimate, robust_batch_cost, robust_cost};
 pub use planner::OrderingPlanner;
 pub use policy::{OrderingOptions, Policy, Tuning};
 

@@ -78,6 +78,13 @@ pub trait Planner: Send + Sync {
     /// Running time of one execution of `module` (a step of a reorderable
     /// path), excluding external-work waits.
     fn observe_cost(&self, _module: ModuleIdx, _seconds: f64) {}
+    /// Running time of one execution of `module` that processed `events`
+    /// events at once (a batch of a columnar analysis, which reported its
+    /// filter counts): comparable between calls per event only. By default
+    /// the same as [`observe_cost`](Planner::observe_cost).
+    fn observe_batch_cost(&self, module: ModuleIdx, seconds: f64, _events: u64) {
+        self.observe_cost(module, seconds);
+    }
     /// Whether [`observe_cost`](Planner::observe_cost) is wanted for `module`.
     fn wants_cost(&self, _module: ModuleIdx) -> bool {
         false

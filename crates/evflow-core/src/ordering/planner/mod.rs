@@ -42,7 +42,7 @@ use std::time::Instant;
 
 use self::state::*;
 use self::stats::*;
-use super::costs::Ring;
+use super::costs::{self, Ring};
 use super::model::Ideals;
 use super::policy::{OrderingOptions, Policy, Tuning};
 use crate::graph::{Graph, ModuleIdx, PathIdx};
@@ -56,6 +56,10 @@ pub struct OrderingPlanner {
     /// Per timed module: its most recent recorded running times, from which
     /// decisions take robust estimates (see [`costs`](super::costs)).
     rings: Vec<Option<Ring>>,
+    /// Per timed module: its most recent timings on batches, per event seen
+    /// with their events (`costs::pack_batch`), which are comparable only
+    /// per event.
+    batch_rings: Vec<Option<Ring>>,
     /// Per module (read-mostly): whether its running time is wanted
     /// (`COST_NONE`, `COST_EVERY` execution, or one in `COST_STRIDE`).
     cost_mode: Vec<AtomicU8>,
@@ -185,6 +189,7 @@ impl OrderingPlanner {
         Self {
             paths,
             rings: wants.iter().map(|&w| w.then(Ring::new)).collect(),
+            batch_rings: wants.iter().map(|&w| w.then(Ring::new)).collect(),
             cost_mode: wants
                 .iter()
                 .map(|&w| AtomicU8::new(if w { COST_EVERY } else { COST_NONE }))
@@ -304,16 +309,16 @@ impl OrderingPlanner {
             return;
         };
         for (j, list) in timings.iter().enumerate().take(d.steps.len()) {
-            let Some(ring) = &self.rings[d.steps[j]] else {
+            let Some(ring) = &self.batch_rings[d.steps[j]] else {
                 continue;
             };
+            // The probe's timings include the producers the step needs:
+            // they are the step's cost per event, as a batch's timings.
             for &(seconds, events) in list {
                 if events == 0 || !seconds.is_finite() || seconds < 0.0 {
                     continue;
                 }
-                ring.push((seconds * 1e9) as u64);
-                d.batch_seen[j].fetch_add(events, Relaxed);
-                d.batch_runs[j].fetch_add(1, Relaxed);
+                ring.push(costs::pack_batch(seconds, events));
             }
         }
         self.observe_event_samples(path, samples);
@@ -454,6 +459,23 @@ impl Planner for OrderingPlanner {
         }
         if let Some(t0) = timed {
             self.add_hot(t0);
+        }
+    }
+
+    /// A timing of a step run on a batch: kept per event seen, with the
+    /// events as its weight (timings of batches of different sizes are
+    /// comparable only per event).
+    fn observe_batch_cost(&self, module: ModuleIdx, seconds: f64, events: u64) {
+        if events == 0 || !seconds.is_finite() || seconds < 0.0 {
+            return;
+        }
+        if let Some(ring) = &self.batch_rings[module] {
+            ring.push(costs::pack_batch(seconds, events));
+            if self.cost_mode[module].load(Relaxed) == COST_EVERY
+                && ring.pushed() >= COST_EARLY_CALLS
+            {
+                self.cost_mode[module].store(COST_STRIDED, Relaxed);
+            }
         }
     }
 

@@ -22,32 +22,81 @@ const COST_SHIFT_Z: f64 = 4.0;
 /// Recent measurements per module (and thread stripe) compared with the
 /// last decision's cost.
 const COST_RECENT: usize = 32;
-/// One timing of a step run on a batch counts as at most this many timings
-/// of one event (a relative uncertainty of 10% for a single one).
-const BATCH_TIMING_WEIGHT: f64 = 100.0;
 
 impl OrderingPlanner {
-    /// The robust cost of each step (its own running time plus that of the
-    /// producers only it needs) from the recent measurements, and the
-    /// measurements rejected as descheduled.
+    /// Whether step `i` runs on batches (its timings are then per event
+    /// seen).
+    pub(super) fn batch_step(&self, d: &Dyn, i: usize) -> bool {
+        d.batch_runs[i].load(Relaxed) > 0
+            || self.batch_rings[d.steps[i]]
+                .as_ref()
+                .is_some_and(|r| r.pushed() > 0)
+    }
+
+    /// The robust cost of each step (its own running time plus that of
+    /// the producers only it needs) from the recent measurements, and the
+    /// measurements rejected as descheduled. A step run on batches: its
+    /// cost per event seen (the running time of a columnar cut grows with
+    /// the events it sees), so that costs and pass rates are in the same
+    /// unit whatever the order.
     pub(super) fn measure_costs(&self, d: &Dyn) -> (Vec<costs::Measured>, Vec<u64>) {
         let mut buf = Vec::with_capacity(costs::RING);
+        let mut batch = Vec::with_capacity(costs::RING);
         let mut rejected = vec![0u64; d.steps.len()];
         let est = d
             .attributed
             .iter()
+            .enumerate()
             .zip(&mut rejected)
-            .map(|(list, rej)| {
+            .map(|((i, list), rej)| {
                 let (mut mean, mut var, mut own) = (0.0, 0.0, None);
+                // Timings per call of a step run on batches (its producers,
+                // or the step without its events known) are spread over
+                // the events the step saw per call.
+                let seen = d.batch_seen[i].load(Relaxed);
+                let per = if seen > 0 {
+                    d.batch_runs[i].load(Relaxed) as f64 / seen as f64
+                } else {
+                    1.0
+                };
                 for (k, &m) in list.iter().enumerate() {
+                    if k == 0
+                        && let Some(ring) = &self.batch_rings[m]
+                    {
+                        ring.snapshot(&mut buf);
+                        batch.clear();
+                        batch.extend(buf.iter().map(|&v| costs::unpack_batch(v)));
+                        if let Some((e, weight)) = costs::robust_batch_cost(&mut batch) {
+                            mean += e.mean_s;
+                            var += e.se_s * e.se_s;
+                            *rej += e.rejected as u64;
+                            // Worth as many timings of single events, up to
+                            // `BATCH_TIMING_WEIGHT` each (the machine's
+                            // noise is common to a batch's events): not
+                            // shrunk towards the other steps.
+                            own = Some(weight as usize);
+                            continue;
+                        }
+                    }
                     let Some(ring) = &self.rings[m] else { continue };
                     ring.snapshot(&mut buf);
                     if let Some(e) = costs::robust_cost(&mut buf) {
-                        mean += e.mean_s;
-                        var += e.se_s * e.se_s;
+                        let (m_s, mut se) = (e.mean_s * per, e.se_s * per);
+                        let mut kept = e.kept;
+                        if k == 0 && seen > 0 {
+                            // Timings of whole batches without their events
+                            // (the average over all of them is the scale).
+                            let weight = (1.0 / per).clamp(1.0, costs::BATCH_TIMING_WEIGHT);
+                            if kept == 1 {
+                                se /= weight.sqrt();
+                            }
+                            kept = (kept as f64 * weight) as usize;
+                        }
+                        mean += m_s;
+                        var += se * se;
                         *rej += e.rejected as u64;
                         if k == 0 {
-                            own = Some(e.kept);
+                            own = Some(kept);
                         }
                     }
                 }
@@ -60,31 +109,7 @@ impl OrderingPlanner {
     /// Updates the per-step cost estimates (robust, shrunk towards the
     /// other steps while measured on few executions).
     pub(super) fn update_costs(&self, d: &Dyn, st: &mut State) {
-        let (mut est, rejected) = self.measure_costs(d);
-        // A step run on batches: its cost per event seen (the running time
-        // of a columnar cut grows with the events it sees), so that costs
-        // and pass rates are in the same unit whatever the order.
-        for (i, e) in est.iter_mut().enumerate() {
-            let seen = d.batch_seen[i].load(Relaxed);
-            let runs = d.batch_runs[i].load(Relaxed);
-            if let Some((mean, se, kept)) = e
-                && seen > 0
-            {
-                let per = runs as f64 / seen as f64;
-                *mean *= per;
-                *se *= per;
-                // A timing of a batch averages the running time over its
-                // events: worth as many timings of one event, up to
-                // `BATCH_TIMING_WEIGHT` (the machine's noise is common to
-                // the batch's events). A single one is then not "as
-                // uncertain as its own size", nor shrunk to the others.
-                let weight = (1.0 / per).clamp(1.0, BATCH_TIMING_WEIGHT);
-                if *kept == 1 {
-                    *se /= weight.sqrt();
-                }
-                *kept = (*kept as f64 * weight) as usize;
-            }
-        }
+        let (est, rejected) = self.measure_costs(d);
         for (i, (c, se)) in costs::shrink(&est).into_iter().enumerate() {
             st.cost_known[i] = est[i].is_some();
             st.costs[i] = c;
@@ -104,7 +129,7 @@ impl OrderingPlanner {
         let mut buf = Vec::with_capacity(COST_RECENT);
         for (i, list) in d.attributed.iter().enumerate() {
             let before = st.decided_costs[i];
-            if !before.is_finite() || d.batch_runs[i].load(Relaxed) > 0 {
+            if !before.is_finite() || self.batch_step(d, i) {
                 continue;
             }
             let (mut now, mut var, mut kept) = (0.0, 0.0, usize::MAX);
