@@ -29,12 +29,12 @@ def _metxy_device(ev: Any, xp: Any) -> dict[str, Any]:
 
 
 def _process(
-    *, fail_batch: int | None = None, slow_host_s: float = 0.0, required: bool = False
+    *, fail_batch: int | None = None, slow_host_s: float = 0.0, required: bool = False, step: int = STEP
 ) -> tuple[ef.Process, list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]]:
     """Two device producers (flat and jagged inputs), two device filters on a
     path, and an analyzer collecting the selected events' products."""
     proc = ef.Process("dev")
-    proc.source = ef.source.synthetic(EVENTS, step_size=STEP, seed=7)
+    proc.source = ef.source.synthetic(EVENTS, step_size=step, seed=7)
 
     def ht_device(ev: Any, xp: Any) -> Any:
         if ev.info.index == fail_batch:
@@ -217,7 +217,9 @@ def test_adaptive_split_moves_to_the_faster_side() -> None:
     assert len(history) > 1
     assert fraction < 0.1, history
     # A host implementation of 100 µs per event against a fast device: toward the device.
-    proc, _ = _process(slow_host_s=100e-6)
+    # The controller keeps a split only after measuring it, over windows of
+    # several batches: smaller batches give it enough of them in this short job.
+    proc, _ = _process(slow_host_s=100e-6, step=STEP // 5)
     fast = EmulatedDevice(latency_us=0, transfer_latency_us=0, bandwidth_gbs=1000)
     fraction, history = _final_fraction(proc.run(threads=2, device=fast), "ht")
     assert len(history) > 1
