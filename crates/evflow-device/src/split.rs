@@ -20,6 +20,18 @@
 //! doubles (up to `max_probe_wait_s`), so a side that lost by far costs
 //! less and less while drift (the device slowed by another module's
 //! launches, the host by other work) is still found.
+//!
+//! The opening goes to an end at once when the first challenger (usually
+//! the model's proposal) points there: where it lost toward the device
+//! (the start's small share already costs) or won toward the host, the
+//! host alone is tried next; where it won toward the device and the
+//! device's measured rate grew with its share (the model stopped short),
+//! the device alone. A sweep with a cliff at an end (any share on the
+//! other side halving the throughput, as on the H100) is then not climbed
+//! step by step, which costs most of a short job, and the end is held
+//! exactly. After a lost probe from an end the wait is also at least its
+//! lost throughput × its time / `probe_cost`, so probes off a cliff are
+//! rare from the first one on.
 
 use serde::Serialize;
 
@@ -102,6 +114,11 @@ pub struct SplitTuning {
     pub probe_wait_s: f64,
     /// Longest wait between probes: how late drift is noticed at worst.
     pub max_probe_wait_s: f64,
+    /// Share of the time probes from an end that keep losing may cost:
+    /// after such a lost probe the wait is at least its loss (throughput
+    /// lost × its time) divided by this, so a probe off a cliff (one that
+    /// halves the throughput) waits the longest at once.
+    pub probe_cost: f64,
 }
 
 impl Default for SplitTuning {
@@ -117,6 +134,7 @@ impl Default for SplitTuning {
             abort_loss: 0.3,
             probe_wait_s: 0.02,
             max_probe_wait_s: 1.0,
+            probe_cost: 0.01,
         }
     }
 }
@@ -187,6 +205,10 @@ struct Trial {
     settle: u32,
     tally: Tally,
     windows: u32,
+    /// When it started, seconds.
+    start: f64,
+    /// The opening's trial of an end.
+    end: bool,
 }
 
 /// The adaptive split's first fraction, before anything was measured:
@@ -256,6 +278,10 @@ pub struct SplitController {
     /// Invocations routed to the device, and landed, since the start.
     device_routed: u64,
     device_landed: u64,
+    /// The first challenger has not been concluded yet.
+    opening: bool,
+    /// The model's proposals are not tried before this time.
+    model_after: f64,
 }
 
 impl SplitController {
@@ -296,6 +322,8 @@ impl SplitController {
             slots: None,
             device_routed: 0,
             device_landed: 0,
+            opening: true,
+            model_after: 0.0,
         }
     }
 
@@ -428,6 +456,7 @@ impl SplitController {
         window.add(w, span);
         let window_rate = window.sustained(self.fraction, slack_host, slack_device);
         let kept = self.kept_rate(slack_host, slack_device);
+        let opening = self.opening;
         if let Some(trial) = self.trial.as_mut() {
             if trial.settle > 0 {
                 trial.settle -= 1;
@@ -438,7 +467,13 @@ impl SplitController {
             let rate = trial
                 .tally
                 .sustained(trial.fraction, slack_host, slack_device);
-            if window_rate < kept * (1.0 - t.abort_loss) || trial.windows >= t.trial_windows {
+            // In the opening a wide win is clear after one window too: the
+            // start's windows cost most where an end wins by far.
+            let clear = (opening || trial.end) && rate > kept * (1.0 + t.abort_loss);
+            if window_rate < kept * (1.0 - t.abort_loss)
+                || trial.windows >= t.trial_windows
+                || clear
+            {
                 self.conclude(now, rate, kept);
             }
             return;
@@ -478,7 +513,7 @@ impl SplitController {
         let e = self.tuning.explore;
         let kept = self.incumbent;
         let model = match (self.host_rate, self.device_rate) {
-            (Some(h), Some(d)) if h + d > 0.0 && !self.climbing => {
+            (Some(h), Some(d)) if h + d > 0.0 && !self.climbing && now >= self.model_after => {
                 Some((d / (d + h)).clamp(e, 1.0 - e))
             }
             _ => None,
@@ -501,6 +536,10 @@ impl SplitController {
                 (q, false)
             }
         };
+        self.start_trial(now, fraction, from_model, false);
+    }
+
+    fn start_trial(&mut self, now: f64, fraction: f64, from_model: bool, end: bool) {
         self.trial = Some(Trial {
             fraction,
             from_model,
@@ -508,6 +547,8 @@ impl SplitController {
             settle: self.tuning.settle_windows,
             tally: Tally::default(),
             windows: 0,
+            start: now,
+            end,
         });
         self.fraction = fraction;
     }
@@ -525,13 +566,38 @@ impl SplitController {
         // share) only the measured throughput can tell.
         let wins = rate > kept * (1.0 + t.tolerance);
         let moved = trial.fraction - self.incumbent;
+        let grew = self.device_rate.unwrap_or(0.0) > 1.2 * trial.device_rate;
+        // The opening: the end the first challenger points to is tried next.
+        let end = if std::mem::take(&mut self.opening) {
+            match (wins, moved > 0.0) {
+                (true, false) => Some(0.0),
+                (true, true) => grew.then_some(1.0),
+                (false, toward_device) => Some(if toward_device { 0.0 } else { 1.0 }),
+            }
+        } else {
+            None
+        };
+        if wins && trial.end {
+            // The end is held exactly. The model's proposals lost to it
+            // (a cliff, where any share on the other side costs half), so
+            // for a while only probes of the smallest step look away from
+            // it: a floor next to the end is found as they win and double.
+            self.incumbent = trial.fraction;
+            self.incumbent_rate = Some(rate);
+            self.step = t.explore;
+            self.direction = if trial.fraction > 0.5 { -1.0 } else { 1.0 };
+            self.climbing = false;
+            self.model_after = now + t.max_probe_wait_s;
+            self.probe_wait = t.probe_wait_s;
+            self.next_probe = now + self.probe_wait;
+            return;
+        }
         if wins {
             if trial.from_model {
                 // When the device's measured rate grew with its share
                 // (larger launches), the model stopped short: go on the
                 // same way in steps as large. Otherwise it is right, and
                 // probes only look around it.
-                let grew = self.device_rate.unwrap_or(0.0) > 1.2 * trial.device_rate;
                 self.step = if grew { moved.abs() } else { 0.0 }.max(t.explore);
             } else {
                 self.step = (2.0 * self.step).min(1.0);
@@ -539,15 +605,22 @@ impl SplitController {
             }
             self.climbing = true;
             self.direction = moved.signum();
-            if !trial.from_model && (trial.fraction <= 0.0 || trial.fraction >= 1.0) {
-                // Reached an end: the points back toward the middle were
-                // just passed; re-probe them with the smallest step.
-                self.step = t.explore;
-            }
             self.incumbent = trial.fraction;
             self.incumbent_rate = Some(rate);
-            // A winning direction is followed at once.
             self.probe_wait = t.probe_wait_s;
+            if let Some(end) = end.filter(|&e| e != self.incumbent) {
+                self.start_trial(now, end, false, true);
+                return;
+            }
+            if !trial.from_model && (trial.fraction <= 0.0 || trial.fraction >= 1.0) {
+                // Reached an end: the points back toward the middle were
+                // passed; re-probe them with the smallest step, after the
+                // wait: on a cliff each such probe costs.
+                self.step = t.explore;
+                self.next_probe = now + self.probe_wait;
+                return;
+            }
+            // A winning direction is followed at once.
             self.next_probe = now;
             self.challenge(now);
         } else {
@@ -556,13 +629,28 @@ impl SplitController {
                 // Probes come first for a while; then the model again.
                 self.refuted = Some((trial.fraction, now + 4.0 * self.probe_wait));
             } else {
-                self.direction = -self.direction;
+                // Away from the side that lost (the opening's end trial
+                // did not come from the probe direction).
+                self.direction = -moved.signum();
                 self.step = (0.5 * self.step).max(t.explore);
             }
             self.fraction = self.incumbent;
             self.settle = t.settle_windows;
-            self.next_probe = now + self.probe_wait;
-            self.probe_wait = (2.0 * self.probe_wait).min(t.max_probe_wait_s);
+            if let Some(end) = end.filter(|&e| e != self.incumbent) {
+                self.start_trial(now, end, false, true);
+                return;
+            }
+            // The wait doubles. At an end, where every probe goes the same
+            // way, it is also at least what keeps the cost of probes that
+            // keep losing within `probe_cost` of the time (inside, the
+            // next probe turns, toward where the floor is).
+            let mut wait = self.probe_wait;
+            if self.incumbent <= 0.0 || self.incumbent >= 1.0 {
+                let lost = (1.0 - rate / kept.max(1e-12)).max(0.0) * (now - trial.start);
+                wait = wait.max(lost / t.probe_cost.max(1e-6));
+            }
+            self.next_probe = now + wait.min(t.max_probe_wait_s);
+            self.probe_wait = (2.0 * wait).min(t.max_probe_wait_s);
         }
     }
 }
@@ -736,6 +824,66 @@ mod tests {
         drive(&mut c, &plant, 4.0, &mut clock);
         let rate = (clock.events - start) / 4.0;
         assert!(rate > 0.98 * 47442.0, "{rate}");
+    }
+
+    #[test]
+    fn jumps_to_the_device_end_of_a_cliff() {
+        // Device-only is 5× host-only, but any share on the host halves the
+        // throughput (a host call holds a thread the device side needs):
+        // 90 % gives half of 100 %, 97 % not much more. The model, fed
+        // small launches' rates, says 20 %.
+        let plant = Plant {
+            throughput: Box::new(|p: f64| {
+                if p >= 1.0 {
+                    100_000.0
+                } else {
+                    20_000.0 + 35_000.0 * p
+                }
+            }),
+            host_call_s: THREADS as f64 / 20_000.0,
+            device_rate: Box::new(|p: f64| 5000.0 + 95_000.0 * p * p),
+            others: 0.0,
+        };
+        let mut c = adaptive();
+        let mut clock = Clock::default();
+        // A few windows: the model's proposal wins, the device's rate grew
+        // with its share, and the device alone is tried next.
+        drive(&mut c, &plant, 0.15, &mut clock);
+        assert_eq!(c.kept_fraction(), 1.0, "{:?}", c.history());
+        // Held there: probes off the cliff are rare, so over the next
+        // second the module is within 3 % of device-only.
+        let start = clock.events;
+        drive(&mut c, &plant, 1.0, &mut clock);
+        let rate = (clock.events - start) / 1.0;
+        assert!(rate > 0.97 * 100_000.0, "{rate} {:?}", c.history());
+        assert_eq!(c.kept_fraction(), 1.0);
+        // Over the whole job, the start's ~0.1 s at a quarter of the rate
+        // included, within 7 % (the controller before: 0.72).
+        let whole = clock.events / clock.t;
+        assert!(whole > 0.93 * 100_000.0, "{whole} {:?}", c.history());
+    }
+
+    #[test]
+    fn stays_at_the_host_end_when_the_host_wins_by_far() {
+        // Host-only 6× device-only; every event on the device adds its
+        // slower time (10 % on the device already costs a third).
+        let plant = Plant {
+            throughput: Box::new(|p: f64| 1.0 / ((1.0 - p) / 60_000.0 + p / 10_000.0)),
+            host_call_s: THREADS as f64 / 60_000.0,
+            device_rate: Box::new(|_| 10_000.0),
+            others: 0.0,
+        };
+        let mut c = adaptive();
+        let mut clock = Clock::default();
+        // The model's proposal (1/7) loses to the start's 10 %: the host
+        // alone is tried next.
+        drive(&mut c, &plant, 0.15, &mut clock);
+        assert_eq!(c.kept_fraction(), 0.0, "{:?}", c.history());
+        let start = clock.events;
+        drive(&mut c, &plant, 1.0, &mut clock);
+        let rate = (clock.events - start) / 1.0;
+        assert!(rate > 0.97 * 60_000.0, "{rate} {:?}", c.history());
+        assert_eq!(c.kept_fraction(), 0.0);
     }
 
     #[test]
