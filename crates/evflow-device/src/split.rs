@@ -692,6 +692,18 @@ mod tests {
         others: f64,
     }
 
+    /// Host `host` ev/s, a device of `device` ev/s whose events hold the
+    /// event slots through a long round trip: every 1 % on the device costs
+    /// 6 % of the host's throughput, which the measured rates do not see.
+    fn slot_bound_plant(host: f64, device: f64) -> Plant {
+        Plant {
+            throughput: Box::new(move |p: f64| bathtub(host, device)(p) / (1.0 + 6.0 * p)),
+            host_call_s: THREADS as f64 / host,
+            device_rate: Box::new(move |_| device),
+            others: 0.0,
+        }
+    }
+
     /// The time, the device's busy seconds (all modules), and the
     /// invocations done so far.
     #[derive(Default)]
@@ -786,12 +798,7 @@ mod tests {
         // event on the device holds a slot, and every 1 % on the device
         // costs 6 % of the host's throughput (the measured rates do not
         // see it: the model says p = 800 / 8800 ≈ 9 %).
-        let plant = Plant {
-            throughput: Box::new(|p: f64| bathtub(8000.0, 800.0)(p) / (1.0 + 6.0 * p)),
-            host_call_s: THREADS as f64 / 8000.0,
-            device_rate: Box::new(|_| 800.0),
-            others: 0.0,
-        };
+        let plant = slot_bound_plant(8000.0, 800.0);
         let mut c = adaptive();
         let mut clock = Clock::default();
         drive(&mut c, &plant, 0.3, &mut clock);
@@ -913,12 +920,7 @@ mod tests {
     #[test]
     fn comes_back_to_a_side_that_lost_when_it_drifts() {
         // First the device is slow: host only.
-        let slow = Plant {
-            throughput: Box::new(|p: f64| bathtub(8000.0, 400.0)(p) / (1.0 + 6.0 * p)),
-            host_call_s: THREADS as f64 / 8000.0,
-            device_rate: Box::new(|_| 400.0),
-            others: 0.0,
-        };
+        let slow = slot_bound_plant(8000.0, 400.0);
         let mut c = adaptive();
         let mut clock = Clock::default();
         drive(&mut c, &slow, 3.0, &mut clock);
