@@ -238,6 +238,19 @@ fn bad_input_gets_a_clear_error() {
             "--threads must be at least 1",
         ),
         (
+            vec![
+                "run".into(),
+                write(
+                    &dir,
+                    "ok3.toml",
+                    "[[module]]\nlabel = \"a\"\ntype = \"producer\"\n",
+                ),
+                "--device-streams".into(),
+                "0".into(),
+            ],
+            "--device-streams must be at least 1",
+        ),
+        (
             vec!["report".into(), write(&dir, "junk.json", "{\"x\": 1}")],
             "neither an evflow report",
         ),
