@@ -116,10 +116,24 @@ def config(name: str, host: float, device: float | None, bytes_in: int, bytes_ou
         if device is not None
         else ""
     )
-    text = f"""[process]
-name = "{name}"
-work = "sleep"
+    text = (
+        _head(name, 'work = "sleep"\n')
+        + f"""time = {host}
+consumes = ["raw"]
+{device_line}
+"""
+        + _consumer(name)
+    )
+    path = OUT / f"{name}{'' if device is not None else '-plain'}.toml"
+    path.write_text(text)
+    return path
 
+
+def _head(name: str, process_extra: str = "") -> str:
+    """The process, the `raw` source product and the start of module `name`."""
+    return f"""[process]
+name = "{name}"
+{process_extra}
 [[module]]
 label = "raw"
 type = "producer"
@@ -127,13 +141,7 @@ type = "producer"
 [[module]]
 label = "{name}"
 type = "producer"
-time = {host}
-consumes = ["raw"]
-{device_line}
-""" + _consumer(name)
-    path = OUT / f"{name}{'' if device is not None else '-plain'}.toml"
-    path.write_text(text)
-    return path
+"""
 
 
 def _consumer(name: str) -> str:
@@ -151,20 +159,14 @@ modules = ["use"]
 
 def kernel_config(name: str, kernel: str, size: int) -> Path:
     """raw -> <name> (a real kernel; the host side runs its Rust twin) -> analyzer."""
-    text = f"""[process]
-name = "{name}"
-
-[[module]]
-label = "raw"
-type = "producer"
-
-[[module]]
-label = "{name}"
-type = "producer"
-consumes = ["raw"]
+    text = (
+        _head(name)
+        + f"""consumes = ["raw"]
 device = {{ kernel = "{kernel}", size = {size} }}
 
-""" + _consumer(name)
+"""
+        + _consumer(name)
+    )
     path = OUT / f"{name}-{kernel}-{size}.toml"
     path.write_text(text)
     return path

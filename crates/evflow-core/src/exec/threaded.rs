@@ -99,15 +99,11 @@ impl Submit for PoolSubmit {
             return;
         }
         self.0.injector.push(task);
-        self.0.wake(1);
+        self.0.sleep.wake(1);
     }
 }
 
 impl Pool {
-    fn wake(&self, tasks: usize) {
-        self.sleep.wake(tasks);
-    }
-
     fn finish(&self) {
         self.finished.store(true, Ordering::SeqCst);
         self.sleep.wake_all();
@@ -207,7 +203,7 @@ impl Pool {
                     pushed += 1;
                 }
                 if pushed > 0 {
-                    self.wake(pushed);
+                    self.sleep.wake(pushed);
                 }
                 task = first;
             }
