@@ -2,6 +2,7 @@
 
     python bench/ordering_heldout.py                 # 3 pipelines x 5 runs, 40 000 events, 2 threads
     python bench/ordering_heldout.py --runs 2 --events 20000
+    python bench/ordering_heldout.py --data-seed 7  # other draws of the same pipelines
 
 Three reorderable pipelines of 10 filters written in the native TOML (a
 ``table`` source of generated event variables, ``cut`` filters with
@@ -166,6 +167,9 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--pipelines", nargs="+", default=list(PIPELINES))
+    ap.add_argument(
+        "--data-seed", type=int, default=0, help="offset of the generated events' seeds (other draws)"
+    )
     ap.add_argument("--no-neighbour", action="store_true", help="without the CPU-burning neighbour")
     args = ap.parse_args()
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "evflow-cli"], cwd=ROOT, check=True)
@@ -174,7 +178,8 @@ def main() -> int:
     if not args.no_neighbour:
         burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     print(
-        f"{args.events} events, {args.threads} threads, neighbour: {'none' if burner is None else 'a busy loop'}"
+        f"{args.events} events, {args.threads} threads, data seed offset {args.data_seed}, "
+        f"neighbour: {'none' if burner is None else 'a busy loop'}"
     )
     print(
         "| pipeline | written / oracle | run: expected cost / oracle | worst | planner share of CPU (max) |"
@@ -183,7 +188,7 @@ def main() -> int:
     try:
         for k, name in enumerate(args.pipelines):
             spec = PIPELINES[name]
-            cols = columns(args.events, seed=100 + k)
+            cols = columns(args.events, seed=100 + k + args.data_seed)
             d, thresholds = decisions(cols, spec)
             c = np.array([s[4] for s in spec])
             labels = [s[0] for s in spec]
