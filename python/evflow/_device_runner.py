@@ -297,4 +297,8 @@ def filter_runner(
         mask = parts[0] if len(parts) == 1 else np.concatenate(parts)
         return rt.narrow(data, sel, mask)
 
+    # The decisions on a sampled batch's subsample (the planner's joint
+    # statistics) come from the host implementation: a probe launches no
+    # kernel of its own, and both implementations decide alike.
+    run.probe = rt.filter_probe(label, fn, names, products)  # type: ignore[attr-defined]
     return run

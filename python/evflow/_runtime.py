@@ -373,11 +373,22 @@ def filter_runner(
         ev = Events(label, data, sel, names, _inputs(products, raw) if raw else {})
         return narrow(data, sel, as_mask(what, fn(ev), n))
 
+    run.probe = filter_probe(label, fn, names, products)  # type: ignore[attr-defined]
+    return run
+
+
+def filter_probe(
+    label: str, fn: Callable[[Events], Any], names: frozenset[str], products: Sequence[str]
+) -> Callable[[BatchData, np.ndarray, list[tuple[Selection, Any]]], tuple[list[bool], list[bool]]]:
+    """A filter's ``probe(data, events, inputs)``, with which the engine
+    learns the joint pass rates of a reorderable path's filters: ``fn``'s
+    decisions on ``events`` (a subsample of a sampled batch) as (decided,
+    passed) per event; an event is decided when every input covers it."""
+    what = f"filter '{label}'"
+
     def probe(
         data: BatchData, events: np.ndarray, raw: list[tuple[Selection, Any]]
     ) -> tuple[list[bool], list[bool]]:
-        """Decisions on ``events`` (a subsample of a sampled batch): (decided,
-        passed) per event; an event is decided when every input covers it."""
         covered = events
         for have, _ in raw:
             if have is not None:
@@ -389,8 +400,7 @@ def filter_runner(
             passed[known] = as_mask(what, fn(ev), len(covered))
         return known.tolist(), passed.tolist()
 
-    run.probe = probe  # type: ignore[attr-defined]
-    return run
+    return probe
 
 
 def narrow(data: BatchData, sel: Selection, mask: np.ndarray) -> tuple[Selection, int, float, float]:

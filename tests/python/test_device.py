@@ -29,7 +29,12 @@ def _metxy_device(ev: Any, xp: Any) -> dict[str, Any]:
 
 
 def _process(
-    *, fail_batch: int | None = None, slow_host_s: float = 0.0, required: bool = False, step: int = STEP
+    *,
+    fail_batch: int | None = None,
+    slow_host_s: float = 0.0,
+    required: bool = False,
+    step: int = STEP,
+    reorderable: bool = False,
 ) -> tuple[ef.Process, list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]]:
     """Two device producers (flat and jagged inputs), two device filters on a
     path, and an analyzer collecting the selected events' products."""
@@ -59,7 +64,7 @@ def _process(
     def met(ev):
         return ev.met_x**2 + ev.met_y**2 > MET_CUT**2
 
-    proc.path("sel", [high_ht, met])
+    proc.path("sel", [high_ht, met], reorderable=reorderable)
     seen: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
 
     @proc.analyzer(consumes=["event", "ht", "met_x"], after="sel")
@@ -69,15 +74,15 @@ def _process(
     return proc, seen
 
 
-def _reference(skip: tuple[int, ...] = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _reference(skip: tuple[int, ...] = (), step: int = STEP) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Selected events, their HT and MET x, computed with numpy alone from
     the source's columns."""
-    src = ef.source.synthetic(EVENTS, step_size=STEP, seed=7)
+    src = ef.source.synthetic(EVENTS, step_size=step, seed=7)
     ev_, ht_, mx_ = [], [], []
-    for index, start in enumerate(range(0, EVENTS, STEP)):
+    for index, start in enumerate(range(0, EVENTS, step)):
         if index in skip:
             continue
-        cols = src.generate(index, start, min(STEP, EVENTS - start))
+        cols = src.generate(index, start, min(step, EVENTS - start))
         jet_pt = cols["Jet_pt"]
         counts = ak.to_numpy(ak.num(jet_pt))
         ht = np.add.reduceat(
@@ -142,6 +147,22 @@ def test_same_results_on_host_device_and_splits(device: str, split: str) -> None
         # Exactly ⌊n·p⌋ or ⌈n·p⌉ of each batch's events: 35 % of all the events.
         total = mx["host_events"] + mx["device_events"]
         assert abs(mx["device_events"] - 0.35 * total) <= mx["batches"]
+
+
+@pytest.mark.parametrize("split", ["fixed:50", "adaptive"])
+def test_device_filters_on_a_reorderable_path(split: str) -> None:
+    """The engine samples batches of a reorderable path to learn the joint
+    pass rates of its filters: filters with a device implementation take
+    part like the others (the batches' probes and the first probe run
+    their host implementation), and the results do not change."""
+    proc, seen = _process(reorderable=True, step=500)
+    result = proc.run(threads=2, device="emulated", device_split=split, filter_order="adaptive")
+    want = _reference(step=500)
+    _check(_collected(seen), want)
+    flow = result.cutflow["sel"]
+    assert flow.passed == len(want[0])
+    assert flow.policy == "adaptive"
+    assert sorted(flow.order) == ["high_ht", "met"]
 
 
 def test_host_and_device_parts_of_a_batch_overlap() -> None:
