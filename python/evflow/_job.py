@@ -500,9 +500,18 @@ def _run_plan(
         raise
     finally:
         remote = {off.label: off.close() for off in plan.offloaders}
-    if show is not None:
-        show(len(res["batches"]), sum(b[1] for b in res["batches"]))
-        show.close()
+    try:
+        # The engine reports progress every 0.2 s while it runs: the last
+        # call gives the totals (also of a job shorter than that).
+        if callback is not None:
+            callback(len(res["batches"]), sum(b[1] for b in res["batches"]))
+    except BaseException:
+        for out in outputs:
+            out._abort()
+        raise
+    finally:
+        if show is not None:
+            show.close()
     wall = time.perf_counter() - t0
     report = json.loads(res["report"]) if res["report"] else None
     if report is not None and remote:

@@ -343,7 +343,8 @@ class Process:
         ``threads``: engine threads (default: every core). ``events_in_flight``:
         batches processed at once (default ``threads + 2``); memory is
         bounded by it times the step size. ``progress``: ``True`` prints a
-        progress line on stderr, or a function ``(batches, events)``.
+        progress line on stderr, or a function ``(batches, events)``
+        (called every 0.2 s while the job runs, and last with the totals).
         ``on_error="skip"`` leaves out a batch whose module fails instead of
         stopping (its events are not in the cut-flow; histograms filled by
         other analyzers of that batch before the failure stay filled).

@@ -178,6 +178,24 @@ def test_empty_selection_and_all_rejected(tmp_path: Path) -> None:
     assert pq.read_table(out.path).num_rows == 0
 
 
+def test_progress_function_gets_the_totals_last(tmp_path: Path) -> None:
+    """A progress function is called while the job runs and, last, with the
+    batches and events of the whole job, however short the job."""
+    proc, _ = _process(events=3_000, step=1_000, skim=tmp_path / "skim.parquet")
+    calls: list[tuple[int, int]] = []
+    r = proc.run(threads=2, progress=lambda batches, events: calls.append((batches, events)))
+    assert calls and calls[-1] == (3, 3_000) == (r.report["batches"], r.events)
+    assert calls == sorted(calls)
+
+    def broken(batches: int, events: int) -> None:
+        raise RuntimeError("progress display failed")
+
+    proc, _ = _process(events=3_000, step=1_000, skim=tmp_path / "skim2.parquet")
+    with pytest.raises(RuntimeError, match="progress display failed"):
+        proc.run(threads=2, progress=broken)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["skim.parquet"]  # no partial skim left
+
+
 def test_concurrency_options_and_cutflow_repr() -> None:
     proc = ef.Process("conc")
     proc.source = ef.source.synthetic(3_000, step_size=500)
