@@ -255,9 +255,13 @@ def as_mask(label: str, value: Any, n: int) -> np.ndarray:
                 "boolean per event (reduce collections with ak.any / ak.all / ak.num first)"
             )
         try:
-            value = ak.to_numpy(value)
-        except ValueError as e:
-            raise ModuleOutputError(f"{label} returned a mask with missing values: {e}") from None
+            value = ak.to_numpy(value, allow_missing=False)
+        except ValueError:
+            raise ModuleOutputError(_missing_in_mask(label, int(ak.sum(ak.is_none(value))), n)) from None
+    elif np.ma.isMaskedArray(value):
+        if np.ma.count_masked(value):
+            raise ModuleOutputError(_missing_in_mask(label, int(np.ma.count_masked(value)), n))
+        value = np.ma.getdata(value)
     elif not isinstance(value, np.ndarray):
         kind = type(value).__name__
         raise ModuleOutputError(
@@ -275,6 +279,13 @@ def as_mask(label: str, value: Any, n: int) -> np.ndarray:
     if len(value) != n:
         raise ModuleOutputError(f"{label} returned a mask of {len(value)} entries for a batch of {n} events")
     return value
+
+
+def _missing_in_mask(label: str, missing: int, n: int) -> str:
+    return (
+        f"{label} returned a mask with {missing} missing values (None) among {n} events; a filter "
+        "decides every event: fill them, e.g. ak.fill_none(mask, False)"
+    )
 
 
 def union(sels: Sequence[np.ndarray]) -> np.ndarray:

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import awkward as ak
 import numpy as np
 import pytest
 
@@ -121,6 +122,9 @@ def test_producer_wrong_shape_or_dtype(zmumu_file: Path, result, pattern: str) -
         (lambda ev: ev.Q1, r"mask of dtype int32"),
         (lambda ev: (ev.Q1 > 0)[:-3], r"mask of \d+ entries for a batch of \d+"),
         (lambda ev: True, r"returned a bool"),
+        # Missing values (None) are no decision: refused, not taken as True.
+        (lambda ev: ak.mask(ev.Q1 > -5, ev.Q1 > 0), r"mask with \d+ missing values \(None\).*fill_none"),
+        (lambda ev: np.ma.masked_array(ev.Q1 > -5, mask=ev.Q1 > 0), r"mask with \d+ missing values"),
     ],
 )
 def test_filter_wrong_mask(zmumu_file: Path, mask, pattern: str) -> None:
