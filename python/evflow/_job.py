@@ -38,17 +38,51 @@ def _peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def _optional(t: Any) -> bool:
+    """Whether the awkward type ``t`` may hold missing values (None) at
+    some level of its lists."""
+    import awkward as ak
+
+    if isinstance(t, ak.types.ArrayType):
+        t = t.content
+    while True:
+        if isinstance(t, ak.types.OptionType):
+            return True
+        if not isinstance(t, ak.types.ListType | ak.types.RegularType):
+            return False
+        t = t.content
+
+
+def _drop_missing(arrays: list[Any]) -> list[Any]:
+    """Arrays of one structure without the entries where any of them is
+    missing (None), level by level: an event whose list is missing, then
+    the objects missing in a list, fill nothing."""
+    import awkward as ak
+
+    for axis in range(arrays[0].ndim):
+        keep = None
+        for a in arrays:
+            present = ~ak.is_none(a, axis=axis)
+            keep = present if keep is None else keep & present
+        arrays = [a[keep] for a in arrays]
+    return arrays
+
+
 def _flatten(values: list[Any], weight: Any) -> tuple[list[Any], Any]:
     """Broadcasts jagged columns (and per-event weights) to one entry per
-    object and flattens them to numpy."""
+    object and flattens them to numpy. Entries where a value or the weight
+    is missing (None: ``ak.firsts`` of an empty list, say) are left out."""
     import awkward as ak
     import numpy as np
 
     jagged = any(isinstance(v, ak.Array) and v.ndim > 1 for v in values)
-    if jagged:
+    optional = any(isinstance(v, ak.Array) and _optional(v.type) for v in [*values, weight])
+    if jagged or optional:
         arrays = [*values, weight] if weight is not None else list(values)
         arrays = ak.broadcast_arrays(*arrays)
-        out = [ak.to_numpy(ak.flatten(a, axis=None)) for a in arrays]
+        if optional:
+            arrays = _drop_missing(arrays)
+        out = [ak.to_numpy(ak.flatten(a, axis=None), allow_missing=False) for a in arrays]
         if weight is not None:
             return out[:-1], out[-1]
         return out, None

@@ -320,3 +320,61 @@ def test_producer_for_selected_histograms_runs_after_the_cuts() -> None:
     r = proc.run(threads=2)
     assert seen["kin"] == r.cutflow["p"].passed < 6_000
     assert seen["all"] == 6_000
+
+
+def test_histograms_leave_out_missing_values(hzz_file: Path) -> None:
+    """Values or weights that are missing (None: the leading muon of an
+    event without muons) fill nothing, in 1D and 2D, flat and jagged
+    histograms, weighted or not (checked against plain awkward + numpy)."""
+    import hist
+
+    proc = ef.Process("hzz", weight="EventWeight")
+    proc.source = ef.source.root(hzz_file, tree="events", step_size=500)
+    proc.histogram(
+        "lead",
+        fill=lambda ev: ak.firsts(ev.Muon_Px),
+        consumes=["Muon_Px"],
+        bins=20,
+        range=(-100, 100),
+        weight=True,
+    )
+    two = hist.Hist(hist.axis.Regular(10, -100, 100), hist.axis.Regular(10, -100, 100))
+    proc.histogram(
+        "lead_jet",
+        fill=lambda ev: (ak.firsts(ev.Muon_Px), ev.Jet_Px),
+        consumes=["Muon_Px", "Jet_Px"],
+        hist=two,
+    )
+    proc.histogram("jet_px", column="Jet_Px", bins=20, range=(-100, 100), weight="mu_weight", after="has_mu")
+
+    @proc.producer(consumes=["Muon_Px", "EventWeight"], produces=["mu_weight"])
+    def mu_weight(ev):
+        return ak.mask(ev.EventWeight, ak.num(ev.Muon_Px) > 0)  # None without muons
+
+    @proc.filter(consumes=["Jet_Px"])
+    def any_event(ev):
+        return ak.num(ev.Jet_Px) >= 0
+
+    proc.path("has_mu", [any_event])
+    r = proc.run(threads=2)
+
+    import uproot
+
+    t = uproot.open(hzz_file)["events"].arrays(["Muon_Px", "Jet_Px", "EventWeight"])
+    has = ak.to_numpy(ak.num(t.Muon_Px) > 0)
+    first = ak.to_numpy(t.Muon_Px[has][:, 0])
+    w = ak.to_numpy(t.EventWeight).astype(np.float64)
+    h = r.histograms["lead"]
+    want, _ = np.histogram(first, bins=20, range=(-100, 100), weights=w[has])
+    np.testing.assert_allclose(h.values(), want)
+    assert h.sum(flow=True).value == pytest.approx(w[has].sum())
+    jets = t.Jet_Px[has]
+    pairs = ak.broadcast_arrays(first, jets)
+    want2, _, _ = np.histogram2d(
+        ak.to_numpy(ak.flatten(pairs[0])), ak.to_numpy(ak.flatten(pairs[1])), bins=10, range=[(-100, 100)] * 2
+    )
+    np.testing.assert_array_equal(r.histograms["lead_jet"].values(), want2)
+    assert r.histograms["lead_jet"].sum(flow=True) == ak.sum(ak.num(jets))
+    jw = ak.to_numpy(ak.flatten(ak.broadcast_arrays(w[has], jets)[0]))
+    want3, _ = np.histogram(ak.to_numpy(ak.flatten(jets)), bins=20, range=(-100, 100), weights=jw)
+    np.testing.assert_allclose(r.histograms["jet_px"].values(), want3)
