@@ -75,10 +75,15 @@ def _flatten(values: list[Any], weight: Any) -> tuple[list[Any], Any]:
     import awkward as ak
     import numpy as np
 
+    # A numpy array of several dimensions holds one fixed-size list per event.
+    values = [ak.from_numpy(v) if isinstance(v, np.ndarray) and v.ndim > 1 else v for v in values]
     jagged = any(isinstance(v, ak.Array) and v.ndim > 1 for v in values)
     optional = any(isinstance(v, ak.Array) and _optional(v.type) for v in [*values, weight])
     if jagged or optional:
         arrays = [*values, weight] if weight is not None else list(values)
+        # Fixed-size lists as variable ones: per-event values broadcast to
+        # their entries (fixed sizes would broadcast like numpy's, from the right).
+        arrays = [ak.from_regular(a, axis=None) if isinstance(a, ak.Array) else a for a in arrays]
         arrays = ak.broadcast_arrays(*arrays)
         if optional:
             arrays = _drop_missing(arrays)

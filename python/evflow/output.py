@@ -52,11 +52,14 @@ class ParquetOutput:
 
     def _table(self, ev: Events) -> Any:
         import awkward as ak
+        import numpy as np
         import pyarrow as pa
 
         arrays = []
         for c in self.columns:
             v = ev[c]
+            if isinstance(v, np.ndarray) and v.ndim > 1:
+                v = ak.from_numpy(v)  # one fixed-size list per event
             if isinstance(v, ak.Array):
                 arrays.append(ak.to_arrow(v, extensionarray=False))
             else:

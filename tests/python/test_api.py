@@ -378,3 +378,32 @@ def test_histograms_leave_out_missing_values(hzz_file: Path) -> None:
     jw = ak.to_numpy(ak.flatten(ak.broadcast_arrays(w[has], jets)[0]))
     want3, _ = np.histogram(ak.to_numpy(ak.flatten(jets)), bins=20, range=(-100, 100), weights=jw)
     np.testing.assert_allclose(r.histograms["jet_px"].values(), want3)
+
+
+def test_fixed_size_products_fill_histograms_and_skims(zmumu_file: Path, tmp_path: Path) -> None:
+    """A producer may return a numpy array of shape (events, k): one
+    fixed-size list per event, which histograms fill entry by entry (with
+    the event's weight) and skims write as fixed-size lists."""
+    proc = ef.Process("z", weight="M")
+    proc.source = ef.source.root(zmumu_file, tree="events", step_size=500)
+
+    @proc.producer(consumes=["px1", "px2"], produces=["pxs"])
+    def pxs(ev):
+        return np.stack([ev.px1, ev.px2], axis=1)
+
+    proc.histogram("pxs", bins=10, range=(-100, 100), weight=True)
+    out = proc.output(ef.output.parquet(tmp_path / "pxs.parquet", columns=["pxs", "M"]))
+    r = proc.run(threads=2)
+
+    import uproot
+
+    t = uproot.open(zmumu_file)["events"].arrays(["px1", "px2", "M"], library="np")
+    want, _ = np.histogram(
+        np.stack([t["px1"], t["px2"]], axis=1).ravel(),
+        bins=10,
+        range=(-100, 100),
+        weights=np.repeat(t["M"], 2),
+    )
+    np.testing.assert_allclose(r.histograms["pxs"].values(), want)
+    skim = ak.from_parquet(out.path)
+    np.testing.assert_array_equal(ak.to_numpy(skim.pxs), np.stack([t["px1"], t["px2"]], axis=1))
