@@ -378,10 +378,11 @@ class _Plan:
 
         def run(data: rt.BatchData, index: int, sel: rt.Selection, raw: list[Any]) -> None:
             n = data.n if sel is None else len(sel)
+            ev = rt.Events(label, data, sel, names, dict(zip(products, raw, strict=True)))
             if n == 0:
+                out._note_types(ev)
                 ordered.add(index, None)
                 return
-            ev = rt.Events(label, data, sel, names, dict(zip(products, raw, strict=True)))
             ordered.add(index, out._table(ev))
 
         self._add("output", label, run, products, [], "serial", [], after=select)

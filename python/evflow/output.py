@@ -37,6 +37,8 @@ class ParquetOutput:
         self._tmp: str | None = None
         self._writer: Any = None
         self._rows = 0
+        #: empty columns of the right types, for a skim no event reaches
+        self._empty: dict[str, Any] = {}
 
     def __repr__(self) -> str:
         return f"ParquetOutput({self.path!r}, columns={self.columns})"
@@ -49,22 +51,35 @@ class ParquetOutput:
         self._tmp = os.path.join(d, f".{name}.evflow-partial-{os.getpid()}")
         self._writer = None
         self._rows = 0
+        self._empty = {}
 
     def _table(self, ev: Events) -> Any:
+        import pyarrow as pa
+
+        return pa.Table.from_arrays([self._arrow(ev[c]) for c in self.columns], names=self.columns)
+
+    @staticmethod
+    def _arrow(v: Any) -> Any:
         import awkward as ak
         import numpy as np
         import pyarrow as pa
 
-        arrays = []
+        if isinstance(v, np.ndarray) and v.ndim > 1:
+            v = ak.from_numpy(v)  # one fixed-size list per event
+        if isinstance(v, ak.Array):
+            return ak.to_arrow(v, extensionarray=False)
+        return pa.array(v)
+
+    def _note_types(self, ev: Events) -> None:
+        """Keeps the columns' types, from ``ev`` (no event of a batch), while
+        no row is written: the types of a skim no event reaches. A product
+        computed on none of the batch's events has no type there."""
+        if self._writer is not None:
+            return
         for c in self.columns:
-            v = ev[c]
-            if isinstance(v, np.ndarray) and v.ndim > 1:
-                v = ak.from_numpy(v)  # one fixed-size list per event
-            if isinstance(v, ak.Array):
-                arrays.append(ak.to_arrow(v, extensionarray=False))
-            else:
-                arrays.append(pa.array(v))
-        return pa.Table.from_arrays(arrays, names=self.columns)
+            if c not in self._empty:
+                with contextlib.suppress(Exception):
+                    self._empty[c] = self._arrow(ev[c])
 
     def _write(self, table: Any) -> None:
         import pyarrow.parquet as pq
@@ -91,8 +106,9 @@ class ParquetOutput:
 
         if self._writer is None:
             assert self._tmp is not None
-            empty = pa.table({c: pa.array([], pa.null()) for c in self.columns})
-            pq.write_table(empty, self._tmp)
+            # Columns whose type no batch told are nulls.
+            empty = pa.table({c: self._empty.get(c, pa.array([], pa.null())) for c in self.columns})
+            pq.write_table(empty, self._tmp, compression=self.compression)
         else:
             self._writer.close()
             self._writer = None

@@ -178,6 +178,32 @@ def test_empty_selection_and_all_rejected(tmp_path: Path) -> None:
     assert pq.read_table(out.path).num_rows == 0
 
 
+def test_skim_no_event_reaches_keeps_the_column_types(tmp_path: Path) -> None:
+    """An empty skim has the columns' types (those of the same skim with
+    events in it), where some batch told them: branches, and products
+    computed for the path's filters."""
+    proc = ef.Process("none")
+    proc.source = ef.source.synthetic(3_000, step_size=1_000)
+
+    @proc.producer(consumes=["MET_pt"], produces=["met2"])
+    def met2(ev):
+        return ev.MET_pt * 2
+
+    @proc.filter(consumes=["met2"])
+    def nothing(ev):
+        return ev.met2 < 0
+
+    proc.path("p", [nothing])
+    columns = ["met2", "Jet_pt", "nJet", "genWeight"]
+    empty = proc.output(ef.output.parquet(tmp_path / "empty.parquet", columns=columns), select="p")
+    full = proc.output(ef.output.parquet(tmp_path / "full.parquet", columns=columns))
+    r = proc.run(threads=2)
+    assert r.outputs == {empty.path: 0, full.path: 3_000}
+    assert pq.read_table(empty.path).num_rows == 0
+    assert pq.read_schema(empty.path).types == pq.read_schema(full.path).types
+    assert str(ak.from_parquet(empty.path).type) == "0 * " + str(ak.from_parquet(full.path).type.content)
+
+
 def test_progress_function_gets_the_totals_last(tmp_path: Path) -> None:
     """A progress function is called while the job runs and, last, with the
     batches and events of the whole job, however short the job."""
