@@ -214,7 +214,7 @@ class SplitRunner:
                 self.stats.failed_launches += 1
             raise DeviceError(
                 f"device implementation of {self.what} failed on device '{self.device.name}' for batch "
-                f"{data.index} ({k} events of {data.where}): {type(e).__name__}: {e}"
+                f"{data.first_batch + data.index} ({k} events of {data.where}): {type(e).__name__}: {e}"
             ) from e
 
 

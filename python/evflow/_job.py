@@ -411,10 +411,13 @@ def run_process(
     raw: bool = False,
     device: str | Device | None = "auto",
     device_split: str = "adaptive",
+    first_batch: int = 0,
 ) -> Result:
     """Runs ``proc``; with ``raw`` the result also holds the engine's
     per-batch records and histogram parts (``result.raw``), from which
-    :mod:`evflow.distributed` merges chunks."""
+    :mod:`evflow.distributed` merges chunks. ``first_batch``: the number of
+    the source's first batch in a larger job (what ``ev.info.index`` counts
+    from)."""
     if executor not in ("threaded", "sequential"):
         raise ConfigurationError(f"executor must be 'threaded' or 'sequential', not {executor!r}")
     if filter_order not in ("fixed", "adaptive", "hepframe"):
@@ -440,6 +443,7 @@ def run_process(
             filter_order,
             raw,
             notice,
+            first_batch,
         )
     finally:
         if own_device and dev is not None:
@@ -458,6 +462,7 @@ def _run_plan(
     filter_order: str,
     raw: bool,
     notice: str,
+    first_batch: int = 0,
 ) -> Result:
     from . import _evflow
     from .cutflow import build
@@ -474,13 +479,14 @@ def _run_plan(
             source.files,
             plan.branches,
             source.step_size,
-            source.build(proc.weight),
+            _numbered_build(source.build(proc.weight), first_batch),
             prefetch=source.prefetch,
             entry_stop=source.max_events,
             entry_start=source.entry_start,
         )
     else:
-        job.set_python_source(source.reader(plan.branches, proc.weight), source.describe())
+        reader = source.reader(plan.branches, proc.weight)
+        job.set_python_source(_Numbered(reader, first_batch) if first_batch else reader, source.describe())
     for m in plan.modules:
         job.add_module(**m)
     for path in proc.paths.values():
@@ -620,6 +626,38 @@ def _run_plan(
     if res["interrupted"]:
         raise Interrupted(result)
     return result
+
+
+class _Numbered:
+    """A reader whose batches are numbered from ``first_batch`` in
+    ``ev.info.index``."""
+
+    def __init__(self, reader: Any, first_batch: int) -> None:
+        self.reader = reader
+        self.first_batch = first_batch
+
+    def next_batch(self) -> rt.BatchData | None:
+        data = self.reader.next_batch()
+        if data is not None:
+            data.first_batch = self.first_batch
+        return data
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.reader, name)
+
+
+def _numbered_build(build: Callable[..., rt.BatchData], first_batch: int) -> Callable[..., rt.BatchData]:
+    """The native Parquet reader's batch builder, numbering from ``first_batch``."""
+    if not first_batch:
+        return build
+
+    def numbered(*args: Any) -> rt.BatchData:
+        data = build(*args)
+        data.first_batch = first_batch
+        return data
+
+    numbered.__dict__.update(build.__dict__)  # evflow_reading: the reader's balancer
+    return numbered
 
 
 def _job_error(res: dict[str, Any], report: dict[str, Any] | None, source: str) -> EvflowError:

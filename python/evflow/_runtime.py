@@ -31,6 +31,7 @@ class BatchData:
         "entry_start",
         "entry_stop",
         "file",
+        "first_batch",
         "index",
         "n",
         "weight_total",
@@ -55,7 +56,11 @@ class BatchData:
         self.entry_start = int(entry_start)
         self.entry_stop = int(entry_stop if entry_stop is not None else entry_start + n)
         self.where = where or f"file '{file}', entries {self.entry_start}-{self.entry_stop - 1}"
+        #: set by the engine: the batch's number in its job
         self.index = -1
+        #: the number, in the whole job, of the job's first batch (a chunk of
+        #: a distributed run is a job of its own)
+        self.first_batch = 0
         if weight is not None:
             w = np.asarray(ak.to_numpy(columns[weight]), dtype=np.float64)
             self.weights: np.ndarray | None = w
@@ -80,7 +85,7 @@ class BatchInfo:
     __slots__ = ("entry_start", "entry_stop", "file", "index", "selected")
 
     def __init__(self, data: BatchData, selected: int) -> None:
-        self.index = data.index
+        self.index = data.first_batch + data.index
         self.file = data.file
         self.entry_start = data.entry_start
         self.entry_stop = data.entry_stop

@@ -194,6 +194,47 @@ def test_identical_to_single_process_and_reference(client: Any, files: dict[str,
     )
 
 
+@pytest.mark.parametrize("kind", ["parquet", "root", "synthetic"])
+def test_batch_info_numbers_batches_as_a_single_process_run(
+    client: Any, files: dict[str, list[str]], kind: str
+) -> None:
+    """``ev.info`` names the same batch (number, file, entries) in a chunk
+    of a distributed run as in a single-process run of the job."""
+    src = (
+        ef.source.synthetic(EVENTS, step_size=STEP)
+        if kind == "synthetic"
+        else ef.source.auto(files[kind], step_size=STEP)
+    )
+
+    def analysis() -> ef.Process:
+        proc = ef.Process("info")
+        proc.source = src
+        proc.histogram(
+            "batch",
+            fill=lambda ev: np.full(len(ev), ev.info.index),
+            consumes=["event"],
+            bins=20,
+            range=(0, 20),
+        )
+        proc.histogram(
+            "start",
+            fill=lambda ev: np.full(len(ev), ev.info.entry_start),
+            consumes=["event"],
+            bins=20,
+            range=(0, 20_000),
+        )
+        return proc
+
+    single = analysis().run(threads=1)
+    dist = analysis().run(client=client, chunk_size=2 * STEP)
+    assert len(dist.report["distributed"]["chunks"]) >= 3
+    for name in ("batch", "start"):
+        assert np.array_equal(
+            single.histograms[name].values(flow=True), dist.histograms[name].values(flow=True)
+        )
+    assert single.histograms["batch"].values(flow=True)[-1] == 0  # fewer than 20 batches
+
+
 def test_chunks_are_the_single_process_batches(files: dict[str, list[str]]) -> None:
     """The planned steps are exactly the batches a single-process run reads
     (row groups grouped up to the step, a large one cut, the event limit)."""

@@ -158,6 +158,7 @@ def run_chunk(
             trace=False,
             filter_order=options.get("filter_order") or "adaptive",
             raw=True,
+            first_batch=chunk.first_batch,
         )
     except EvflowError as e:
         extra: dict[str, Any] = {"type": type(e).__name__}
