@@ -42,7 +42,7 @@ class Process:
 
         @proc.filter(consumes=["Q1", "Q2"])
         def opposite_charge(ev):
-            return (ev.Q1 * ev.Q2 < 0).to_numpy()
+            return ev.Q1 * ev.Q2 < 0  # flat branches are numpy arrays
 
         proc.path("selection", [opposite_charge])
         proc.histogram("M", bins=120, range=(60, 120), after="selection")
