@@ -267,6 +267,28 @@ def test_configuration_errors() -> None:
         proc.run()
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"threads": -1},
+        {"threads": 1.5},
+        {"threads": True},
+        {"events_in_flight": 0},
+        {"events_in_flight": -2},
+        {"processes": 2, "threads": -1},
+    ],
+)
+def test_thread_and_batch_counts_are_checked(options: dict) -> None:
+    proc = ef.Process("counts")
+    proc.source = ef.source.synthetic(10)
+    proc.histogram("nJet", bins=5, range=(0, 5))
+    name = "events_in_flight" if "events_in_flight" in options else "threads"
+    with pytest.raises(
+        ef.ConfigurationError, match=rf"{name} must be a positive integer, not {options[name]!r}"
+    ):
+        proc.run(**options)
+
+
 def test_import_is_light() -> None:
     code = "import sys, evflow; print(sorted(m for m in ('awkward','uproot','hist','matplotlib','pyarrow') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
