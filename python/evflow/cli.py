@@ -146,11 +146,16 @@ def _run(args: argparse.Namespace) -> int:
 def _plot(args: argparse.Namespace) -> int:
     import pickle
 
+    from .errors import ConfigurationError
     from .plot import plot_histograms
 
     src = args.results
     if os.path.isdir(src):
         src = os.path.join(src, "histograms.pkl")
+    if not os.path.isfile(src):
+        raise ConfigurationError(
+            f"no saved histograms at '{src}' (write them with 'run ... --save DIR' or Result.save(DIR))"
+        )
     with open(src, "rb") as f:
         hists = pickle.load(f)
     if args.names:

@@ -23,13 +23,17 @@ def _ylabel(h: Any) -> str:
     return "Entries / bin"
 
 
-def plot_histogram(h: Any, path: str | os.PathLike[str], *, title: str | None = None) -> str:
+def plot_histogram(
+    h: Any, path: str | os.PathLike[str], *, title: str | None = None, name: str | None = None
+) -> str:
     """Writes one histogram (1D: steps with error bars; 2D: colour map)."""
     import numpy as np
 
+    name = name or getattr(h, "name", None) or "histogram"
+    if h.ndim not in (1, 2):
+        raise ValueError(f"histogram '{name}' has {h.ndim} axes; only 1D and 2D histograms are plotted")
     fig, ax = _figure()
     try:
-        name = getattr(h, "name", None) or "histogram"
         if h.ndim == 1:
             axis = h.axes[0]
             values = h.values()
@@ -55,14 +59,12 @@ def plot_histogram(h: Any, path: str | os.PathLike[str], *, title: str | None = 
             ax.set_ylabel(_ylabel(h))
             ax.set_xlim(edges[0], edges[-1])
             ax.set_ylim(bottom=0)
-        elif h.ndim == 2:
+        else:
             xa, ya = h.axes
             mesh = ax.pcolormesh(xa.edges, ya.edges, h.values().T, shading="flat")
             fig.colorbar(mesh, ax=ax, label="Entries")
             ax.set_xlabel(xa.label or xa.name)
             ax.set_ylabel(ya.label or ya.name)
-        else:
-            raise ValueError(f"histogram '{name}' has {h.ndim} axes; only 1D and 2D histograms are plotted")
         ax.set_title(title or name)
         if h.ndim == 1:
             ax.legend(loc="best", frameon=False)
@@ -79,11 +81,20 @@ def plot_histogram(h: Any, path: str | os.PathLike[str], *, title: str | None = 
 def plot_histograms(
     histograms: dict[str, Any], directory: str | os.PathLike[str], *, title_prefix: str = ""
 ) -> list[str]:
-    """One PNG per histogram, ``DIRECTORY/NAME.png``."""
+    """One PNG per 1D or 2D histogram, ``DIRECTORY/NAME.png``; those of
+    more axes are left out, with a notice on stderr."""
+    import sys
+
     d = os.fspath(directory)
     os.makedirs(d, exist_ok=True)
     out = []
     for name, h in histograms.items():
+        if h.ndim not in (1, 2):
+            print(
+                f"evflow: histogram '{name}' has {h.ndim} axes: not plotted (only 1D and 2D histograms are)",
+                file=sys.stderr,
+            )
+            continue
         title = f"{title_prefix}: {name}" if title_prefix else name
-        out.append(plot_histogram(h, os.path.join(d, f"{name}.png"), title=title))
+        out.append(plot_histogram(h, os.path.join(d, f"{name}.png"), title=title, name=name))
     return out

@@ -146,6 +146,29 @@ def test_cli_errors(tmp_path: Path) -> None:
         [sys.executable, "-m", "evflow", "run", str(tmp_path / "nope.py")], capture_output=True, text=True
     )
     assert out.returncode == 1 and "does not exist" in out.stderr
+    out = subprocess.run(
+        [sys.executable, "-m", "evflow", "plot", str(tmp_path / "not-saved")], capture_output=True, text=True
+    )
+    assert out.returncode == 1 and "no saved histograms at" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_plot_leaves_out_histograms_of_three_axes(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """Result.plot draws the 1D and 2D histograms, and names those of more
+    axes that it leaves out instead of stopping at the first of them."""
+    import hist
+
+    proc = ef.Process("axes")
+    proc.source = ef.source.synthetic(2_000, step_size=1_000)
+    three = hist.Hist(*(hist.axis.Regular(4, 0, 100) for _ in range(3)))
+    proc.histogram("a3", column=["MET_pt", "MET_pt", "MET_pt"], hist=three)
+    proc.histogram("b1", column="MET_pt", bins=4, range=(0, 100))
+    proc.histogram(
+        "c2", column=["MET_pt", "nJet"], hist=hist.Hist(*(hist.axis.Regular(4, 0, 100) for _ in range(2)))
+    )
+    written = proc.run(threads=1).plot(tmp_path)
+    assert sorted(Path(p).name for p in written) == ["b1.png", "c2.png"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b1.png", "c2.png"]
+    assert "histogram 'a3' has 3 axes: not plotted" in capfd.readouterr().err
 
 
 def test_plot_labels(tmp_path: Path) -> None:
