@@ -134,6 +134,12 @@ class _Plan:
         self.branches: list[str] = []
         self._branch_set: set[str] = set()
         if proc.weight is not None:
+            if proc.weight in self.product_of:
+                raise ConfigurationError(
+                    f"the process weight '{proc.weight}' is a product of '{self.product_of[proc.weight]}': "
+                    "the process weight (of the cut-flow) is a column of the input; weight histograms "
+                    f"with a computed weight with histogram(..., weight='{proc.weight}')"
+                )
             self._branch(proc.weight)
 
         # Filters: one engine module per (path, filter) occurrence.

@@ -266,6 +266,13 @@ def test_configuration_errors() -> None:
     with pytest.raises(ef.ConfigurationError, match="unknown path 'missing'"):
         proc.run()
 
+    weighted = ef.Process("weighted", weight="w")
+    weighted.source = ef.source.synthetic(10)
+    weighted.producer(consumes=["genWeight"], produces=["w"], label="sf")(lambda ev: 2 * ev.genWeight)
+    weighted.histogram("MET_pt", bins=5, range=(0, 100), weight=True)
+    with pytest.raises(ef.ConfigurationError, match=r"process weight 'w' is a product of 'sf'.*weight='w'"):
+        weighted.run()
+
 
 @pytest.mark.parametrize(
     "options",
