@@ -73,6 +73,14 @@ class PathCutFlow:
     def __iter__(self) -> Iterator[CutFlowStep]:
         return iter(self.steps)
 
+    def shown(self) -> list[CutFlowStep]:
+        """The filters in the order they ran (``order``; the written order
+        for a path that is not reorderable): the order of the table's rows,
+        along which ``cumulative`` falls."""
+        if self.reorderable and sorted(self.order) == sorted(s.filter for s in self.steps):
+            return [self[f] for f in self.order]
+        return list(self.steps)
+
 
 class CutFlow:
     """Cut-flows of every path: ``cutflow["selection"]["opposite_charge"].passed``.
@@ -141,7 +149,7 @@ class CutFlow:
             if self.weighted:
                 first += f"  {p.weighted_events:>14.6g}  {p.weighted_events:>14.6g}  {'':>8}"
             lines.append(first)
-            for s in p.steps:
+            for s in p.shown():
                 row = (
                     f"{s.filter:<{width}}  {s.seen:>12}  {s.passed:>12}  {s.efficiency:>8.2%}  "
                     f"{s.cumulative:>8.2%}"
@@ -167,7 +175,7 @@ class CutFlow:
             rows.append(
                 f"<tr><td>all events</td><td>{p.events}</td><td>{p.events}</td><td></td><td>100%</td></tr>"
             )
-            for s in p.steps:
+            for s in p.shown():
                 rows.append(
                     f"<tr><td>{s.filter}</td><td>{s.seen}</td><td>{s.passed}</td>"
                     f"<td>{s.efficiency:.2%}</td><td>{s.cumulative:.2%}</td></tr>"

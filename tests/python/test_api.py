@@ -462,3 +462,26 @@ def test_fixed_size_products_fill_histograms_and_skims(zmumu_file: Path, tmp_pat
     np.testing.assert_allclose(r.histograms["pxs"].values(), want)
     skim = ak.from_parquet(out.path)
     np.testing.assert_array_equal(ak.to_numpy(skim.pxs), np.stack([t["px1"], t["px2"]], axis=1))
+
+
+def test_cutflow_table_lists_filters_in_the_order_they_ran() -> None:
+    """On a reorderable path the table's rows follow the execution order,
+    so that the cumulative column falls row by row; ``steps`` keep the
+    written order."""
+    from evflow.cutflow import build
+
+    # One batch of 100 events; the path's filters ran as c, a, b.
+    records = [
+        (0, 0, 2, 0, 100, 50, 100.0, 50.0),
+        (0, 0, 0, 1, 50, 40, 50.0, 40.0),
+        (0, 0, 1, 2, 40, 10, 40.0, 10.0),
+    ]
+    flow = build([("p", ["a", "b", "c"], True)], records, [(0, 100, 100.0)], [(0, [(10, 10.0)])], [], False)
+    path = flow["p"]
+    assert path.order == ["c", "a", "b"] and [s.filter for s in path.steps] == ["a", "b", "c"]
+    rows = [line.split()[0] for line in flow.table().splitlines()[3:-1]]
+    assert rows == ["all", "c", "a", "b"]
+    cumulative = [s.cumulative for s in path.shown()]
+    assert cumulative == sorted(cumulative, reverse=True) == [0.5, 0.4, 0.1]
+    html = flow._repr_html_()
+    assert html.index("<td>c</td>") < html.index("<td>a</td>") < html.index("<td>b</td>")
