@@ -99,6 +99,19 @@ def _flatten(values: list[Any], weight: Any) -> tuple[list[Any], Any]:
     )
 
 
+def _describe(v: Any) -> str:
+    """A value's kind and shape, for messages (not its contents)."""
+    import awkward as ak
+    import numpy as np
+
+    if isinstance(v, ak.Array):
+        t = str(v.type)
+        return f"awkward {t[:60] + '...' if len(t) > 60 else t}"
+    if isinstance(v, np.ndarray):
+        return f"numpy {v.dtype} of shape {v.shape}"
+    return type(v).__name__
+
+
 class _Plan:
     """The compiled description: engine modules, branches to read,
     accumulators."""
@@ -367,11 +380,16 @@ class _Plan:
                 else:
                     values = [ev[c] for c in columns]
                 w = ev[weight_col] if weight_col else None
-                flat, fw = _flatten(values, w)
                 try:
+                    flat, fw = _flatten(values, w)
                     part.fill(*flat, weight=fw) if fw is not None else part.fill(*flat)
                 except Exception as e:
-                    raise rt.ModuleOutputError(f"histogram '{name}': cannot fill with {values!r}: {e}") from e
+                    what = ", ".join(_describe(v) for v in values)
+                    weighted = f" and weights {_describe(w)}" if w is not None else ""
+                    raise rt.ModuleOutputError(
+                        f"histogram '{name}' of {len(part.axes)} axes: cannot fill with {len(values)} "
+                        f"value(s) ({what}){weighted} for {n} events: {type(e).__name__}: {e}"
+                    ) from e
             ordered.add(index, part)
 
         self._add("analyzer", label, run, products, [], "shared", [], after=h.after)

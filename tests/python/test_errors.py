@@ -135,6 +135,32 @@ def test_filter_wrong_mask(zmumu_file: Path, mask, pattern: str) -> None:
         proc.run(threads=2)
 
 
+@pytest.mark.parametrize(
+    "fill,pattern",
+    [
+        (
+            lambda ev: (ev.M, ev.M),
+            r"of 1 axes: cannot fill with 2 value\(s\) \(numpy float64 of shape \(\d+,\), ",
+        ),
+        (lambda ev: ev.M[:-1], r"with 1 value\(s\) \(numpy float64 of shape \(\d+,\)\) and weights numpy"),
+        (
+            lambda ev: ak.Array([[1.0]] * 3),
+            r"\(awkward 3 \* var \* float64\) and weights .* for \d+ events: ValueError",
+        ),
+    ],
+)
+def test_histogram_fill_error_names_the_values_kinds(zmumu_file: Path, fill, pattern: str) -> None:
+    """A histogram that cannot be filled says with what (kinds and shapes,
+    not the arrays' contents)."""
+    proc = _zmumu(zmumu_file)
+    proc.histogram("bad", fill=fill, consumes=["M"], bins=10, range=(0, 100), weight="M")
+    with pytest.raises(
+        ef.ModuleError, match=r"module 'hist.bad' failed on batch.*histogram 'bad' .*" + pattern
+    ) as e:
+        proc.run(threads=1)
+    assert "array(" not in str(e.value) and len(str(e.value)) < 800
+
+
 def test_jagged_mask_is_refused(hzz_file: Path) -> None:
     proc = ef.Process("h")
     proc.source = ef.source.root(hzz_file, tree="events", step_size=1000)
