@@ -314,6 +314,12 @@ class Process:
         accepted by any path in ``select`` (every event when ``None``)."""
         if not isinstance(out, ParquetOutput):
             raise ConfigurationError(f"unknown output {out!r}; use ef.output.parquet(...)")
+        for there, _select in self.outputs:
+            if os.path.abspath(there.path) == os.path.abspath(out.path):
+                raise ConfigurationError(
+                    f"two outputs write '{out.path}': give each skim a file of its own (one output "
+                    "may select several paths: select=[...])"
+                )
         sel = [select] if isinstance(select, str) else (list(select) if select is not None else None)
         self.outputs.append((out, sel))
         return out

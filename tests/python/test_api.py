@@ -266,6 +266,10 @@ def test_configuration_errors() -> None:
     with pytest.raises(ef.ConfigurationError, match="unknown path 'missing'"):
         proc.run()
 
+    proc.output(ef.output.parquet("skim.parquet", columns=["nJet"]), select="p")
+    with pytest.raises(ef.ConfigurationError, match=r"two outputs write '\./skim\.parquet'"):
+        proc.output(ef.output.parquet("./skim.parquet", columns=["MET_pt"]))
+
     weighted = ef.Process("weighted", weight="w")
     weighted.source = ef.source.synthetic(10)
     weighted.producer(consumes=["genWeight"], produces=["w"], label="sf")(lambda ev: 2 * ev.genWeight)
