@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from . import _device_runner as dr
 from . import _runtime as rt
+from ._fill import describe, flatten
 from ._first_probe import FirstProbe, Steps
 from ._modules import Analyzer, Filter, Producer
 from ._ordered import Ordered
 from ._progress import _Progress
 from ._shared_work import share_products
-from .errors import ConfigurationError, EvflowError, Interrupted, JobError, ModuleError, SourceError
+from .errors import ConfigurationError, Interrupted, job_error
 
 if TYPE_CHECKING:
     from ._device_runner import SplitRunner
@@ -36,80 +37,6 @@ def _cpu_seconds() -> float:
 
 def _peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def _optional(t: Any) -> bool:
-    """Whether the awkward type ``t`` may hold missing values (None) at
-    some level of its lists."""
-    import awkward as ak
-
-    if isinstance(t, ak.types.ArrayType):
-        t = t.content
-    while True:
-        if isinstance(t, ak.types.OptionType):
-            return True
-        if not isinstance(t, ak.types.ListType | ak.types.RegularType):
-            return False
-        t = t.content
-
-
-def _drop_missing(arrays: list[Any]) -> list[Any]:
-    """Arrays of one structure without the entries where any of them is
-    missing (None), level by level: an event whose list is missing, then
-    the objects missing in a list, fill nothing."""
-    import awkward as ak
-
-    for axis in range(arrays[0].ndim):
-        keep = None
-        for a in arrays:
-            present = ~ak.is_none(a, axis=axis)
-            keep = present if keep is None else keep & present
-        arrays = [a[keep] for a in arrays]
-    return arrays
-
-
-def _flatten(values: list[Any], weight: Any) -> tuple[list[Any], Any]:
-    """Broadcasts jagged columns (and per-event weights) to one entry per
-    object and flattens them to numpy. Entries where a value or the weight
-    is missing (None: ``ak.firsts`` of an empty list, say) are left out."""
-    import awkward as ak
-    import numpy as np
-
-    # A numpy array of several dimensions holds one fixed-size list per event.
-    values = [ak.from_numpy(v) if isinstance(v, np.ndarray) and v.ndim > 1 else v for v in values]
-    jagged = any(isinstance(v, ak.Array) and v.ndim > 1 for v in values)
-    optional = any(isinstance(v, ak.Array) and _optional(v.type) for v in [*values, weight])
-    if jagged or optional:
-        arrays = [*values, weight] if weight is not None else list(values)
-        # Fixed-size lists as variable ones: per-event values broadcast to
-        # their entries (fixed sizes would broadcast like numpy's, from the right).
-        arrays = [ak.from_regular(a, axis=None) if isinstance(a, ak.Array) else a for a in arrays]
-        arrays = ak.broadcast_arrays(*arrays)
-        if optional:
-            arrays = _drop_missing(arrays)
-        out = [ak.to_numpy(ak.flatten(a, axis=None), allow_missing=False) for a in arrays]
-        if weight is not None:
-            return out[:-1], out[-1]
-        return out, None
-    out = [ak.to_numpy(v) if isinstance(v, ak.Array) else np.asarray(v) for v in values]
-    return out, (
-        None
-        if weight is None
-        else np.asarray(ak.to_numpy(weight) if isinstance(weight, ak.Array) else weight)
-    )
-
-
-def _describe(v: Any) -> str:
-    """A value's kind and shape, for messages (not its contents)."""
-    import awkward as ak
-    import numpy as np
-
-    if isinstance(v, ak.Array):
-        t = str(v.type)
-        return f"awkward {t[:60] + '...' if len(t) > 60 else t}"
-    if isinstance(v, np.ndarray):
-        return f"numpy {v.dtype} of shape {v.shape}"
-    return type(v).__name__
 
 
 class _Plan:
@@ -381,11 +308,11 @@ class _Plan:
                     values = [ev[c] for c in columns]
                 w = ev[weight_col] if weight_col else None
                 try:
-                    flat, fw = _flatten(values, w)
+                    flat, fw = flatten(values, w)
                     part.fill(*flat, weight=fw) if fw is not None else part.fill(*flat)
                 except Exception as e:
-                    what = ", ".join(_describe(v) for v in values)
-                    weighted = f" and weights {_describe(w)}" if w is not None else ""
+                    what = ", ".join(describe(v) for v in values)
+                    weighted = f" and weights {describe(w)}" if w is not None else ""
                     raise rt.ModuleOutputError(
                         f"histogram '{name}' of {len(part.axes)} axes: cannot fill with {len(values)} "
                         f"value(s) ({what}){weighted} for {n} events: {type(e).__name__}: {e}"
@@ -503,14 +430,14 @@ def _run_plan(
             source.files,
             plan.branches,
             source.step_size,
-            _numbered_build(source.build(proc.weight), first_batch),
+            rt.numbered_build(source.build(proc.weight), first_batch),
             prefetch=source.prefetch,
             entry_stop=source.max_events,
             entry_start=source.entry_start,
         )
     else:
         reader = source.reader(plan.branches, proc.weight)
-        job.set_python_source(_Numbered(reader, first_batch) if first_batch else reader, source.describe())
+        job.set_python_source(rt.Numbered(reader, first_batch) if first_batch else reader, source.describe())
     for m in plan.modules:
         job.add_module(**m)
     for path in proc.paths.values():
@@ -595,7 +522,7 @@ def _run_plan(
     if not res["ok"]:
         for out in outputs:
             out._abort()
-        raise _job_error(res, report, source.describe())
+        raise job_error(res, report)
 
     try:
         for o in plan.ordered:
@@ -650,60 +577,3 @@ def _run_plan(
     if res["interrupted"]:
         raise Interrupted(result)
     return result
-
-
-class _Numbered:
-    """A reader whose batches are numbered from ``first_batch`` in
-    ``ev.info.index``."""
-
-    def __init__(self, reader: Any, first_batch: int) -> None:
-        self.reader = reader
-        self.first_batch = first_batch
-
-    def next_batch(self) -> rt.BatchData | None:
-        data = self.reader.next_batch()
-        if data is not None:
-            data.first_batch = self.first_batch
-        return data
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.reader, name)
-
-
-def _numbered_build(build: Callable[..., rt.BatchData], first_batch: int) -> Callable[..., rt.BatchData]:
-    """The native Parquet reader's batch builder, numbering from ``first_batch``."""
-    if not first_batch:
-        return build
-
-    def numbered(*args: Any) -> rt.BatchData:
-        data = build(*args)
-        data.first_batch = first_batch
-        return data
-
-    numbered.__dict__.update(build.__dict__)  # evflow_reading: the reader's balancer
-    return numbered
-
-
-def _job_error(res: dict[str, Any], report: dict[str, Any] | None, source: str) -> EvflowError:
-    err = res["error"] or {}
-    kind = err.get("kind", "")
-    message = err.get("message", "unknown error")
-    cause = res.get("cause")
-    out: EvflowError
-    if kind == "config":
-        out = ConfigurationError(f"configuration error: {message}")
-    elif kind == "module":
-        out = ModuleError(
-            f"module '{err['module']}' failed on {message}",
-            kind=kind,
-            module=err["module"],
-            batch=err.get("batch"),
-            report=report,
-        )
-    elif kind == "source":
-        out = SourceError(f"reading input failed: {message}", kind=kind, report=report)
-    else:
-        out = JobError(f"{kind} error: {message}", kind=kind, module=err.get("module", ""), report=report)
-    if isinstance(cause, BaseException):
-        out.__cause__ = cause
-    return out

@@ -443,3 +443,35 @@ def analyzer_runner(
         fn(Events(label, data, sel, names, _inputs(products, raw)))
 
     return run
+
+
+class Numbered:
+    """A reader whose batches are numbered from ``first_batch`` in
+    ``ev.info.index``."""
+
+    def __init__(self, reader: Any, first_batch: int) -> None:
+        self.reader = reader
+        self.first_batch = first_batch
+
+    def next_batch(self) -> BatchData | None:
+        data = self.reader.next_batch()
+        if data is not None:
+            data.first_batch = self.first_batch
+        return data
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.reader, name)
+
+
+def numbered_build(build: Callable[..., BatchData], first_batch: int) -> Callable[..., BatchData]:
+    """The native Parquet reader's batch builder, numbering from ``first_batch``."""
+    if not first_batch:
+        return build
+
+    def numbered(*args: Any) -> BatchData:
+        data = build(*args)
+        data.first_batch = first_batch
+        return data
+
+    numbered.__dict__.update(build.__dict__)  # evflow_reading: the reader's balancer
+    return numbered

@@ -98,3 +98,29 @@ class ModuleError(JobError):
 
 class SourceError(JobError):
     """Reading the input failed during the run."""
+
+
+def job_error(res: dict[str, Any], report: dict[str, Any] | None) -> EvflowError:
+    """The exception of a failed engine job, from its result ``res``."""
+    err = res["error"] or {}
+    kind = err.get("kind", "")
+    message = err.get("message", "unknown error")
+    cause = res.get("cause")
+    out: EvflowError
+    if kind == "config":
+        out = ConfigurationError(f"configuration error: {message}")
+    elif kind == "module":
+        out = ModuleError(
+            f"module '{err['module']}' failed on {message}",
+            kind=kind,
+            module=err["module"],
+            batch=err.get("batch"),
+            report=report,
+        )
+    elif kind == "source":
+        out = SourceError(f"reading input failed: {message}", kind=kind, report=report)
+    else:
+        out = JobError(f"{kind} error: {message}", kind=kind, module=err.get("module", ""), report=report)
+    if isinstance(cause, BaseException):
+        out.__cause__ = cause
+    return out

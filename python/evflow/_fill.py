@@ -1,0 +1,74 @@
+"""Histogram filling: the values a histogram's columns or ``fill=``
+function give for a batch's events, as flat numpy arrays (one entry per
+object) with their weights."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import awkward as ak
+import numpy as np
+
+
+def _optional(t: Any) -> bool:
+    """Whether the awkward type ``t`` may hold missing values (None) at
+    some level of its lists."""
+    if isinstance(t, ak.types.ArrayType):
+        t = t.content
+    while True:
+        if isinstance(t, ak.types.OptionType):
+            return True
+        if not isinstance(t, ak.types.ListType | ak.types.RegularType):
+            return False
+        t = t.content
+
+
+def _drop_missing(arrays: list[Any]) -> list[Any]:
+    """Arrays of one structure without the entries where any of them is
+    missing (None), level by level: an event whose list is missing, then
+    the objects missing in a list, fill nothing."""
+    for axis in range(arrays[0].ndim):
+        keep = None
+        for a in arrays:
+            present = ~ak.is_none(a, axis=axis)
+            keep = present if keep is None else keep & present
+        arrays = [a[keep] for a in arrays]
+    return arrays
+
+
+def flatten(values: list[Any], weight: Any) -> tuple[list[Any], Any]:
+    """Broadcasts jagged columns (and per-event weights) to one entry per
+    object and flattens them to numpy. Entries where a value or the weight
+    is missing (None: ``ak.firsts`` of an empty list, say) are left out."""
+    # A numpy array of several dimensions holds one fixed-size list per event.
+    values = [ak.from_numpy(v) if isinstance(v, np.ndarray) and v.ndim > 1 else v for v in values]
+    jagged = any(isinstance(v, ak.Array) and v.ndim > 1 for v in values)
+    optional = any(isinstance(v, ak.Array) and _optional(v.type) for v in [*values, weight])
+    if jagged or optional:
+        arrays = [*values, weight] if weight is not None else list(values)
+        # Fixed-size lists as variable ones: per-event values broadcast to
+        # their entries (fixed sizes would broadcast like numpy's, from the right).
+        arrays = [ak.from_regular(a, axis=None) if isinstance(a, ak.Array) else a for a in arrays]
+        arrays = ak.broadcast_arrays(*arrays)
+        if optional:
+            arrays = _drop_missing(arrays)
+        out = [ak.to_numpy(ak.flatten(a, axis=None), allow_missing=False) for a in arrays]
+        if weight is not None:
+            return out[:-1], out[-1]
+        return out, None
+    out = [ak.to_numpy(v) if isinstance(v, ak.Array) else np.asarray(v) for v in values]
+    return out, (
+        None
+        if weight is None
+        else np.asarray(ak.to_numpy(weight) if isinstance(weight, ak.Array) else weight)
+    )
+
+
+def describe(v: Any) -> str:
+    """A value's kind and shape, for messages (not its contents)."""
+    if isinstance(v, ak.Array):
+        t = str(v.type)
+        return f"awkward {t[:60] + '...' if len(t) > 60 else t}"
+    if isinstance(v, np.ndarray):
+        return f"numpy {v.dtype} of shape {v.shape}"
+    return type(v).__name__
