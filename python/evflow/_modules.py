@@ -29,6 +29,14 @@ def _check_label(label: str, what: str) -> str:
     return label
 
 
+def check_counts(**counts: int | None) -> None:
+    """Thread and batch counts of a run: ``None`` (the default) or a
+    positive integer."""
+    for what, count in counts.items():
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
+            raise ConfigurationError(f"{what} must be a positive integer, not {count!r}")
+
+
 def _names(items: Iterable[Any], what: str) -> list[str]:
     if isinstance(items, str):
         return [items]

@@ -19,6 +19,7 @@ from ._modules import (
     Producer,
     _check_label,
     _names,
+    check_counts,
 )
 from ._shared_work import producer_key
 from .errors import ConfigurationError
@@ -381,9 +382,7 @@ class Process:
         that partial result in ``.result``. A second one cancels the batches
         in flight and removes partial outputs.
         """
-        for what, count in (("threads", threads), ("events_in_flight", events_in_flight)):
-            if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
-                raise ConfigurationError(f"{what} must be a positive integer, not {count!r}")
+        check_counts(threads=threads, events_in_flight=events_in_flight)
         if client is not None or processes is not None:
             if trace:
                 raise ConfigurationError("trace=True is not available on a distributed run")

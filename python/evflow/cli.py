@@ -71,7 +71,7 @@ def _run(args: argparse.Namespace) -> int:
             else:
                 proc.source = sources.auto(args.input, step_size=src.step_size)
             src = proc.source
-        if args.step_size:
+        if args.step_size is not None:
             src.step_size = args.step_size
         if args.events is not None:
             if hasattr(src, "events"):
@@ -169,28 +169,54 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _count(least: int) -> Any:
+    """An argparse type: an integer of at least ``least``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, not {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}, not {value}")
+        return value
+
+    parse.__name__ = "count"
+    return parse
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="evflow-py", description="Run evflow Python analyses.")
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("run", help="run a Python analysis file")
     r.add_argument("analysis", help="Python file defining an evflow Process (e.g. proc = ef.Process(...))")
-    r.add_argument("-j", "--threads", type=int, default=None, help="worker threads (default: every core)")
     r.add_argument(
-        "-k", "--events-in-flight", type=int, default=None, help="batches in flight (default: threads+2)"
+        "-j", "--threads", type=_count(1), default=None, help="worker threads (default: every core)"
     )
-    r.add_argument("-n", "--events", type=int, default=None, help="process at most this many events")
-    r.add_argument("--step-size", type=int, default=None, help="events per batch (overrides the analysis)")
+    r.add_argument(
+        "-k",
+        "--events-in-flight",
+        type=_count(1),
+        default=None,
+        help="batches in flight (default: threads+2)",
+    )
+    r.add_argument("-n", "--events", type=_count(0), default=None, help="process at most this many events")
+    r.add_argument(
+        "--step-size", type=_count(1), default=None, help="events per batch (overrides the analysis)"
+    )
     r.add_argument("--input", nargs="+", default=None, help="replace the source's files (.root or .parquet)")
     r.add_argument("--executor", choices=["threaded", "sequential"], default="threaded")
     r.add_argument("--on-error", choices=["fail", "skip-event", "skip-chunk"], default="fail")
     r.add_argument(
-        "--processes", type=int, default=None, help="run on a local Dask cluster of N worker processes"
+        "--processes", type=_count(1), default=None, help="run on a local Dask cluster of N worker processes"
     )
     r.add_argument(
         "--scheduler", default=None, metavar="ADDRESS", help="run on the Dask cluster at tcp://host:port"
     )
-    r.add_argument("--chunk-size", type=int, default=None, help="events per Dask task (distributed runs)")
+    r.add_argument(
+        "--chunk-size", type=_count(1), default=None, help="events per Dask task (distributed runs)"
+    )
     r.add_argument(
         "--skip-bad-files", action="store_true", help="leave out unreadable input files (distributed runs)"
     )

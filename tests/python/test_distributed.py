@@ -235,6 +235,14 @@ def test_batch_info_numbers_batches_as_a_single_process_run(
     assert single.histograms["batch"].values(flow=True)[-1] == 0  # fewer than 20 batches
 
 
+@pytest.mark.parametrize("option", [{"threads": -1}, {"events_in_flight": 0}, {"chunk_size": -10}])
+def test_distributed_counts_are_checked_before_the_cluster_starts(option: dict[str, int]) -> None:
+    proc = _analysis(ef.source.synthetic(1_000, step_size=STEP))
+    ((name, value),) = option.items()
+    with pytest.raises(ef.ConfigurationError, match=rf"{name} must be a positive integer, not {value}"):
+        proc.run(processes=2, **option)
+
+
 def test_chunks_are_the_single_process_batches(files: dict[str, list[str]]) -> None:
     """The planned steps are exactly the batches a single-process run reads
     (row groups grouped up to the step, a large one cut, the event limit)."""

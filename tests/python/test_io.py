@@ -8,6 +8,7 @@ import pickle
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import awkward as ak
 import numpy as np
@@ -150,6 +151,33 @@ def test_cli_errors(tmp_path: Path) -> None:
         [sys.executable, "-m", "evflow", "plot", str(tmp_path / "not-saved")], capture_output=True, text=True
     )
     assert out.returncode == 1 and "no saved histograms at" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize(
+    "option", [["--step-size", "-5"], ["--step-size", "0"], ["-n", "-1"], ["-j", "0"], ["-k", "x"]]
+)
+def test_cli_refuses_counts_out_of_range(zmumu_file: Path, tmp_path: Path, option: list[str]) -> None:
+    """A count that makes no sense is refused by name before the analysis
+    runs, not ignored (a whole file in one batch) or taken as no event."""
+    analysis = tmp_path / "a.py"
+    analysis.write_text(
+        "import evflow as ef\n"
+        "proc = ef.Process('z')\n"
+        f"proc.source = ef.source.root({str(zmumu_file)!r}, tree='events', step_size=500)\n"
+        "proc.histogram('M', bins=10, range=(0, 100))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "evflow", "run", str(analysis), "-q", *option], capture_output=True, text=True
+    )
+    assert out.returncode == 2 and f"argument {option[0]}" in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("source", [ef.source.root, ef.source.parquet])
+def test_negative_max_events_is_refused(source: Any) -> None:
+    with pytest.raises(
+        ef.ConfigurationError, match=r"max_events must be None or a non-negative integer, not -1"
+    ):
+        source("events.root", max_events=-1)
 
 
 def test_plot_leaves_out_histograms_of_three_axes(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:

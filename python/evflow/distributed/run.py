@@ -247,6 +247,7 @@ def run(
     client's ``target``'s. ``dashboard``: print the Dask dashboard's
     address on stderr when the job starts (default: with ``progress=True``)."""
     from .._job import _Plan
+    from .._modules import check_counts
     from ..cutflow import build
     from ..result import Result
 
@@ -255,6 +256,9 @@ def run(
     proc = target() if callable(target) else target
     if not _is_process(proc):
         raise ConfigurationError(f"the process factory returned {type(proc).__name__}, not an evflow Process")
+    check_counts(
+        threads=threads, events_in_flight=events_in_flight, processes=processes, chunk_size=chunk_size
+    )
     if on_error not in ("fail", "skip", "skip-chunk"):
         raise ConfigurationError(f"on_error must be 'fail', 'skip' or 'skip-chunk', not {on_error!r}")
     if executor not in ("threaded", "sequential"):

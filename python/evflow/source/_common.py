@@ -68,6 +68,13 @@ class _IterReader:
 Setting = int | str
 
 
+def _check_max_events(max_events: int | None) -> None:
+    if max_events is not None and (
+        isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 0
+    ):
+        raise ConfigurationError(f"max_events must be None or a non-negative integer, not {max_events!r}")
+
+
 def _setting(value: Setting, what: str) -> int | None:
     """``"auto"`` -> None, else a positive int."""
     if value == "auto":

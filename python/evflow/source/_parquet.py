@@ -12,7 +12,7 @@ from ..errors import ConfigurationError, InputError, MissingFileError
 if TYPE_CHECKING:
     from .._runtime import BatchData
 
-from ._common import PathLike, Setting, Source, _files, _IterReader, _missing, _setting
+from ._common import PathLike, Setting, Source, _check_max_events, _files, _IterReader, _missing, _setting
 from ._readahead import ReadBalancer
 
 
@@ -37,6 +37,7 @@ class ParquetSource(Source):
     ) -> None:
         if step_size <= 0:
             raise ConfigurationError(f"step_size must be positive, not {step_size}")
+        _check_max_events(max_events)
         if engine not in ("native", "pyarrow"):
             raise ConfigurationError(f"engine must be 'native' or 'pyarrow', not {engine!r}")
         self.files = _files(files)

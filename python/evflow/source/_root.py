@@ -13,7 +13,7 @@ from ..errors import ConfigurationError, InputError, MissingFileError, MissingTr
 if TYPE_CHECKING:
     from .._runtime import BatchData
 
-from ._common import PathLike, Setting, Source, _files, _missing
+from ._common import PathLike, Setting, Source, _check_max_events, _files, _missing
 from ._readahead import ReadBalancer, _ReadAhead
 
 
@@ -67,6 +67,7 @@ class RootSource(Source):
     ) -> None:
         if step_size <= 0:
             raise ConfigurationError(f"step_size must be positive, not {step_size}")
+        _check_max_events(max_events)
         self.files = _files(files)
         self.tree = tree
         self.step_size = int(step_size)
