@@ -353,8 +353,9 @@ class Process:
         progress line on stderr, or a function ``(batches, events)``
         (called every 0.2 s while the job runs, and last with the totals).
         ``on_error="skip"`` leaves out a batch whose module fails instead of
-        stopping (its events are not in the cut-flow; histograms filled by
-        other analyzers of that batch before the failure stay filled).
+        stopping (its events are not in the cut-flow; histograms filled and
+        skim rows written for that batch by other end-path modules before
+        the failure stay).
         ``filter_order`` chooses the engine's ordering policy of reorderable
         paths: ``"adaptive"`` (default; the order of least expected cost from
         measured costs and pass rates), ``"fixed"`` (the written order) or
