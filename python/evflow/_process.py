@@ -284,8 +284,17 @@ class Process:
         _check_label(name, "histogram")
         if name in self.histograms:
             raise ConfigurationError(f"histogram name '{name}' is used more than once")
-        if hist is None and edges is None and (bins is None or range is None):
-            raise ConfigurationError(f"histogram '{name}': give bins= and range=, edges=, or hist=")
+        given = [
+            k
+            for k, v in (("bins=", bins), ("range=", range), ("edges=", edges), ("hist=", hist))
+            if v is not None
+        ]
+        if given not in (["bins=", "range="], ["edges="], ["hist="]):
+            raise ConfigurationError(
+                f"histogram '{name}': give bins= and range=, edges=, or hist= (got {', '.join(given) or 'none'})"
+            )
+        if fill is not None and column is not None:
+            raise ConfigurationError(f"histogram '{name}': give column= or fill=, not both")
         if fill is not None:
             columns: list[str] = []
             reads = _names(consumes, f"consumes of histogram '{name}'")

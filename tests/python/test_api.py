@@ -262,6 +262,15 @@ def test_configuration_errors() -> None:
         proc.path("p", [f])
     with pytest.raises(ef.ConfigurationError, match="not a filter"):
         proc.path("q", ["nope"])
+    for bad in (
+        {"bins": 5},
+        {"bins": 5, "range": (0, 5), "edges": [0, 1, 5]},
+        {"edges": [0, 1, 5], "hist": object()},
+        {"bins": 5, "range": (0, 5), "column": "nJet", "fill": lambda ev: ev.nJet, "consumes": ["nJet"]},
+    ):
+        with pytest.raises(ef.ConfigurationError, match=r"histogram 'h': give (bins=|column=)"):
+            proc.histogram("h", **bad)
+    assert "h" not in proc.histograms
     proc.histogram("nJet", bins=5, range=(0, 5), after="missing")
     with pytest.raises(ef.ConfigurationError, match="unknown path 'missing'"):
         proc.run()
