@@ -65,7 +65,9 @@ class ParquetOutput:
         import pyarrow as pa
 
         if isinstance(v, np.ndarray) and v.ndim > 1:
-            v = ak.from_numpy(v)  # one fixed-size list per event
+            # One list per event, of variable size in the file (as jagged
+            # columns): the native Parquet reader reads it back.
+            v = ak.from_regular(ak.from_numpy(v), axis=None)
         if isinstance(v, ak.Array):
             return ak.to_arrow(v, extensionarray=False)
         return pa.array(v)

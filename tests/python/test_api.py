@@ -451,7 +451,8 @@ def test_histograms_leave_out_missing_values(hzz_file: Path) -> None:
 def test_fixed_size_products_fill_histograms_and_skims(zmumu_file: Path, tmp_path: Path) -> None:
     """A producer may return a numpy array of shape (events, k): one
     fixed-size list per event, which histograms fill entry by entry (with
-    the event's weight) and skims write as fixed-size lists."""
+    the event's weight) and skims write as lists, which the native Parquet
+    reader reads back."""
     proc = ef.Process("z", weight="M")
     proc.source = ef.source.root(zmumu_file, tree="events", step_size=500)
 
@@ -475,6 +476,10 @@ def test_fixed_size_products_fill_histograms_and_skims(zmumu_file: Path, tmp_pat
     np.testing.assert_allclose(r.histograms["pxs"].values(), want)
     skim = ak.from_parquet(out.path)
     np.testing.assert_array_equal(ak.to_numpy(skim.pxs), np.stack([t["px1"], t["px2"]], axis=1))
+    again = ef.Process("again")
+    again.source = ef.source.parquet(out.path, engine="native")
+    again.histogram("pxs", bins=10, range=(-100, 100))
+    assert again.run(threads=1).histograms["pxs"].sum(flow=True) == 2 * len(t["px1"])
 
 
 def test_cutflow_table_lists_filters_in_the_order_they_ran() -> None:
