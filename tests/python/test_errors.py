@@ -219,6 +219,31 @@ def test_parquet_missing_column(tmp_path: Path) -> None:
         proc.run()
 
 
+def test_parquet_type_the_native_reader_cannot_decode_is_found_before_running(tmp_path: Path) -> None:
+    """A column of a type the native reader does not decode (records,
+    strings) is named before any batch runs, with the engine that reads it."""
+    f = tmp_path / "a.parquet"
+    ak.to_parquet(
+        ak.Array({"x": [1.0, 2.0, 3.0], "jets": [[1.0], [], [2.0, 3.0]], "lep": [{"pt": 1.0, "q": 1}] * 3}), f
+    )
+    seen: list[int] = []
+
+    def process(engine: str) -> ef.Process:
+        proc = ef.Process("pq")
+        proc.source = ef.source.parquet(f, engine=engine)
+        proc.analyzer(consumes=["x", "jets", "lep"], label="count")(lambda ev: seen.append(len(ev)))
+        return proc
+
+    with pytest.raises(
+        ef.InputError,
+        match=r"column 'lep' of Parquet file .*a\.parquet' has Arrow type Struct.*engine=\"pyarrow\"",
+    ):
+        process("native").run(threads=1)
+    assert seen == []
+    process("pyarrow").run(threads=1)
+    assert seen == [3]
+
+
 def _slow_script(tmp_path: Path, zmumu_file: Path, skim: Path, sleep_s: float) -> Path:
     script = tmp_path / "slow.py"
     script.write_text(

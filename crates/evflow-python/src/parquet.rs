@@ -775,11 +775,14 @@ pub(crate) fn parquet_metadata<'py>(py: Python<'py>, path: String) -> PyResult<B
     let meta = py.detach(|| -> Result<_, String> {
         let meta = footer(&path)?;
         let md = meta.metadata();
-        let columns: Vec<(String, String)> = meta
+        let columns: Vec<(String, String, bool)> = meta
             .schema()
             .fields()
             .iter()
-            .map(|f| (f.name().clone(), f.data_type().to_string()))
+            .map(|f| {
+                let ty = f.data_type();
+                (f.name().clone(), ty.to_string(), native_type(ty))
+            })
             .collect();
         Ok((md.file_metadata().num_rows(), md.num_row_groups(), columns))
     });
@@ -788,9 +791,32 @@ pub(crate) fn parquet_metadata<'py>(py: Python<'py>, path: String) -> PyResult<B
     d.set_item("num_rows", rows)?;
     d.set_item("row_groups", groups)?;
     let cols = PyDict::new(py);
-    for (name, ty) in columns {
+    let native = PyDict::new(py);
+    for (name, ty, ok) in columns {
+        native.set_item(&name, ok)?;
         cols.set_item(name, ty)?;
     }
     d.set_item("columns", cols)?;
+    d.set_item("native", native)?;
     Ok(d)
+}
+
+/// Whether the native reader decodes a column of Arrow type `ty` (what
+/// `to_python` handles): numbers, booleans, and lists of them.
+fn native_type(ty: &DataType) -> bool {
+    match ty {
+        DataType::Float64
+        | DataType::Float32
+        | DataType::Int64
+        | DataType::Int32
+        | DataType::Int16
+        | DataType::Int8
+        | DataType::UInt64
+        | DataType::UInt32
+        | DataType::UInt16
+        | DataType::UInt8
+        | DataType::Boolean => true,
+        DataType::List(field) | DataType::LargeList(field) => native_type(field.data_type()),
+        _ => false,
+    }
 }

@@ -70,10 +70,17 @@ class ParquetSource(Source):
 
     def check(self, columns: Sequence[str]) -> None:
         for path in self.files:
-            have = self._metadata(path)["columns"]
+            meta = self._metadata(path)
+            have = meta["columns"]
             for c in columns:
                 if c not in have:
                     raise _missing(c, have, f"Parquet file '{path}'")
+                if self.engine == "native" and not meta["native"][c]:
+                    raise InputError(
+                        f"column '{c}' of Parquet file '{path}' has Arrow type {have[c]}, which the native "
+                        "Parquet reader does not support (numbers, booleans and lists of them are); use "
+                        'ef.source.parquet(..., engine="pyarrow")'
+                    )
 
     def total_events(self) -> int | None:
         total = sum(int(self._metadata(p)["num_rows"]) for p in self.files)
