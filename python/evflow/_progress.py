@@ -18,8 +18,8 @@ class _Progress:
     def __call__(self, batches: int, events: int) -> None:
         dt = max(time.perf_counter() - self.start, 1e-9)
         rate = events / dt
-        if self.total:
-            frac = min(events / self.total, 1.0)
+        if self.total is not None:
+            frac = min(events / self.total, 1.0) if self.total else 1.0
             bar = "#" * int(30 * frac)
             text = f"\r[{bar:<30}] {frac:6.1%}  {events}/{self.total} events  {rate:,.0f} ev/s"
         else:

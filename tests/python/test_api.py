@@ -222,6 +222,17 @@ def test_progress_function_gets_the_totals_last(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["skim.parquet"]  # no partial skim left
 
 
+def test_progress_bar_of_a_source_without_events(capsys: pytest.CaptureFixture[str]) -> None:
+    """A source known to hold no event shows a complete bar, not the line
+    of a source of unknown size."""
+    proc = ef.Process("empty")
+    proc.source = ef.source.synthetic(0)
+    proc.histogram("MET_pt", bins=10, range=(0, 100))
+    assert proc.run(threads=1, progress=True).events == 0
+    err = capsys.readouterr().err
+    assert "100.0%  0/0 events" in err and "batches" not in err
+
+
 def test_concurrency_options_and_cutflow_repr() -> None:
     proc = ef.Process("conc")
     proc.source = ef.source.synthetic(3_000, step_size=500)
