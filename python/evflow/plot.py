@@ -23,6 +23,23 @@ def _ylabel(h: Any) -> str:
     return "Entries / bin"
 
 
+def _categories(axis: Any) -> list[str] | None:
+    """The category names of a categorical axis (``StrCategory``,
+    ``IntCategory``: neither continuous nor ordered), else ``None``."""
+    traits = getattr(axis, "traits", None)
+    if traits is None or traits.continuous or traits.ordered:
+        return None
+    return [str(c) for c in axis]
+
+
+def _label_categories(ax: Any, h: Any) -> None:
+    """Names the bins of categorical axes on the plot's ticks."""
+    for axis, ticks in zip(h.axes, (ax.set_xticks, ax.set_yticks), strict=False):
+        names = _categories(axis)
+        if names is not None:
+            ticks(axis.centers, names)
+
+
 def plot_histogram(
     h: Any, path: str | os.PathLike[str], *, title: str | None = None, name: str | None = None
 ) -> str:
@@ -65,6 +82,7 @@ def plot_histogram(
             fig.colorbar(mesh, ax=ax, label="Entries")
             ax.set_xlabel(xa.label or xa.name)
             ax.set_ylabel(ya.label or ya.name)
+        _label_categories(ax, h)
         ax.set_title(title or name)
         if h.ndim == 1:
             ax.legend(loc="best", frameon=False)

@@ -180,6 +180,30 @@ def test_negative_max_events_is_refused(source: Any) -> None:
         source("events.root", max_events=-1)
 
 
+def test_plots_name_the_categories_of_categorical_axes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A systematic-variation axis (StrCategory) or an IntCategory axis is
+    labelled with its categories, in 1D and 2D plots."""
+    import hist
+
+    import evflow.plot as plot
+
+    figures: list = []
+    figure = plot._figure
+    monkeypatch.setattr(plot, "_figure", lambda: figures.append(figure()) or figures[-1])
+    syst = hist.Hist(hist.axis.Regular(4, 0, 100), hist.axis.StrCategory(["nom", "up", "down"]))
+    syst.fill([10, 50, 90], ["nom", "up", "down"])
+    plot.plot_histogram(syst, tmp_path / "syst.png", name="syst")
+    njet = hist.Hist(hist.axis.IntCategory([2, 4, 6]))
+    njet.fill([2, 4, 4])
+    plot.plot_histogram(njet, tmp_path / "njet.png", name="njet")
+    (_, ax2), (_, ax1) = figures
+    assert [t.get_text() for t in ax2.get_yticklabels()] == ["nom", "up", "down"]
+    assert [t.get_text() for t in ax1.get_xticklabels()] == ["2", "4", "6"]
+    assert (tmp_path / "syst.png").exists() and (tmp_path / "njet.png").exists()
+
+
 def test_plot_leaves_out_histograms_of_three_axes(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """Result.plot draws the 1D and 2D histograms, and names those of more
     axes that it leaves out instead of stopping at the first of them."""
