@@ -77,8 +77,8 @@ class _Plan:
             if proc.weight in self.product_of:
                 raise ConfigurationError(
                     f"the process weight '{proc.weight}' is a product of '{self.product_of[proc.weight]}': "
-                    "the process weight (of the cut-flow) is a column of the input; weight histograms "
-                    f"with a computed weight with histogram(..., weight='{proc.weight}')"
+                    "the process weight (of the cut-flow) is a column of the input; a computed weight "
+                    f"weights histograms through histogram(..., weight='{proc.weight}')"
                 )
             self._branch(proc.weight)
 
