@@ -261,8 +261,11 @@ def as_mask(label: str, value: Any, n: int) -> np.ndarray:
             )
         try:
             value = ak.to_numpy(value, allow_missing=False)
-        except ValueError:
-            raise ModuleOutputError(_missing_in_mask(label, int(ak.sum(ak.is_none(value))), n)) from None
+        except ValueError as e:
+            missing = int(ak.sum(ak.is_none(value)))
+            if missing:
+                raise ModuleOutputError(_missing_in_mask(label, missing, n)) from None
+            raise ModuleOutputError(f"{label} returned a mask of type {value.type}: {e}") from None
     elif np.ma.isMaskedArray(value):
         if np.ma.count_masked(value):
             raise ModuleOutputError(_missing_in_mask(label, int(np.ma.count_masked(value)), n))
