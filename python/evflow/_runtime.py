@@ -50,7 +50,7 @@ class BatchData:
         where: str | None = None,
         weight: str | None = None,
     ) -> None:
-        self.columns = {k: _flat_to_numpy(v) for k, v in columns.items()}
+        self.columns = {k: _read_only(_flat_to_numpy(v)) for k, v in columns.items()}
         self.n = int(n)
         self.file = file
         self.entry_start = int(entry_start)
@@ -62,12 +62,21 @@ class BatchData:
         #: a distributed run is a job of its own)
         self.first_batch = 0
         if weight is not None:
-            w = np.asarray(ak.to_numpy(columns[weight]), dtype=np.float64)
+            w = _read_only(np.asarray(ak.to_numpy(columns[weight]), dtype=np.float64))
             self.weights: np.ndarray | None = w
             self.weight_total = float(w.sum())
         else:
             self.weights = None
             self.weight_total = float(self.n)
+
+
+def _read_only(v: Any) -> Any:
+    """Marks a numpy array read-only: every module of a batch sees the same
+    column (or product), so an in-place change by one would silently change
+    what the others see; numpy refuses it instead."""
+    if isinstance(v, np.ndarray):
+        v.flags.writeable = False
+    return v
 
 
 def _flat_to_numpy(v: Any) -> Any:
@@ -244,7 +253,7 @@ def check_array(label: str, what: str, value: Any, n: int) -> Any:
             raise ModuleOutputError(
                 f"{label} returned {what} of dtype {value.dtype}; numeric or boolean arrays are needed"
             )
-        return value
+        return _read_only(value)
     kind = type(value).__name__
     raise ModuleOutputError(
         f"{label} returned {what} as a {kind}; return a numpy or awkward array with one entry per event"

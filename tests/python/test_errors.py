@@ -161,6 +161,34 @@ def test_histogram_fill_error_names_the_values_kinds(zmumu_file: Path, fill, pat
     assert "array(" not in str(e.value) and len(str(e.value)) < 800
 
 
+def _cap(x: np.ndarray) -> np.ndarray:
+    x[x > 50] = 50  # in place: would change what every other module sees
+    return x
+
+
+@pytest.mark.parametrize(
+    "reads,modify",
+    [
+        (["pt1"], lambda ev: _cap(ev.pt1)),  # a branch, seen by every module of the batch
+        (["pt2"], lambda ev: _cap(ev.doubled)),  # a product
+        (["pt1"], lambda ev: _cap(ev.weight)),  # the process weights (of the cut-flow)
+    ],
+)
+def test_columns_and_products_cannot_be_changed_in_place(zmumu_file: Path, reads: list[str], modify) -> None:
+    """A module that changes a column, a product or the weights in place
+    fails by name, instead of silently changing what the other modules of
+    the batch see."""
+    proc = _zmumu(zmumu_file)
+    proc.weight = "M"
+    proc.producer(consumes=["pt2"], produces=["doubled"], label="double")(lambda ev: 2 * ev.pt2)
+    consumes = [*reads, "doubled"] if "pt2" in reads else reads
+    proc.producer(consumes=consumes, produces=["capped"], label="capper")(modify)
+    proc.histogram("capped", bins=10, range=(0, 100))
+    proc.histogram("pt1", bins=10, range=(0, 100))
+    with pytest.raises(ef.ModuleError, match=r"module 'capper' failed on batch .*read-only"):
+        proc.run(threads=1)
+
+
 def test_jagged_mask_is_refused(hzz_file: Path) -> None:
     proc = ef.Process("h")
     proc.source = ef.source.root(hzz_file, tree="events", step_size=1000)
