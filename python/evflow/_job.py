@@ -19,6 +19,7 @@ from ._ordered import Ordered
 from ._progress import _Progress
 from ._shared_work import share_products
 from .errors import ConfigurationError, Interrupted, job_error
+from .source import Source
 
 if TYPE_CHECKING:
     from ._device_runner import SplitRunner
@@ -65,6 +66,12 @@ class _Plan:
         if proc.source is None:
             raise ConfigurationError(
                 f"process '{proc.name}' has no source (set proc.source = ef.source.root(...))"
+            )
+        if not isinstance(proc.source, Source):
+            raise ConfigurationError(
+                f"process '{proc.name}': proc.source is a {type(proc.source).__name__}, not a source; "
+                "set it to ef.source.root(files, tree=...), ef.source.parquet(files), "
+                "ef.source.auto(files) or ef.source.synthetic(events)"
             )
         self.path_index = {name: i for i, name in enumerate(proc.paths)}
 

@@ -260,6 +260,10 @@ def test_configuration_errors() -> None:
     proc = ef.Process("bad")
     with pytest.raises(ef.ConfigurationError, match="no source"):
         proc.run()
+    for wrong in ("events.root", ef.source.root):
+        proc.source = wrong  # type: ignore[assignment]
+        with pytest.raises(ef.ConfigurationError, match=r"proc.source is a (str|function), not a source"):
+            proc.run()
     proc.source = ef.source.synthetic(10)
 
     @proc.filter(consumes=["nJet"])
