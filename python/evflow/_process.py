@@ -217,7 +217,7 @@ class Process:
     def path(
         self,
         name: str,
-        filters: Sequence[Filter | str],
+        filters: Sequence[Filter | str] | Filter | str,
         *,
         reorderable: bool = False,
         after: Sequence[tuple[Filter | str, Filter | str]] = (),
@@ -230,6 +230,8 @@ class Process:
         some pairs in order). The events a path accepts never depend on it.
         """
         _check_label(name, "path")
+        if isinstance(filters, Filter | str):
+            filters = [filters]  # one filter
         if name in self.paths:
             raise ConfigurationError(f"path name '{name}' is used more than once")
         fs: list[Filter] = []

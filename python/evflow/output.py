@@ -27,12 +27,15 @@ class ParquetOutput:
     pass the selected paths. Jagged columns are written as Arrow lists."""
 
     def __init__(
-        self, path: str | os.PathLike[str], columns: Sequence[str], compression: str = "zstd"
+        self, path: str | os.PathLike[str], columns: Sequence[str] | str, compression: str = "zstd"
     ) -> None:
+        columns = [columns] if isinstance(columns, str) else list(columns)  # one column
         if not columns:
             raise ConfigurationError("a Parquet output needs at least one column")
+        if not all(isinstance(c, str) for c in columns):
+            raise ConfigurationError(f"the columns of a Parquet output are names (strings), not {columns!r}")
         self.path = os.fspath(path)
-        self.columns = list(columns)
+        self.columns = columns
         self.compression = compression
         self._tmp: str | None = None
         self._writer: Any = None
@@ -136,7 +139,7 @@ class ParquetOutput:
 
 
 def parquet(
-    path: str | os.PathLike[str], columns: Sequence[str], *, compression: str = "zstd"
+    path: str | os.PathLike[str], columns: Sequence[str] | str, *, compression: str = "zstd"
 ) -> ParquetOutput:
     """A Parquet skim of ``columns`` at ``path``; attach it with
     ``proc.output(ef.output.parquet(...), select=["path_name"])``."""

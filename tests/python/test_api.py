@@ -518,3 +518,26 @@ def test_cutflow_table_lists_filters_in_the_order_they_ran() -> None:
     assert cumulative == sorted(cumulative, reverse=True) == [0.5, 0.4, 0.1]
     html = flow._repr_html_()
     assert html.index("<td>c</td>") < html.index("<td>a</td>") < html.index("<td>b</td>")
+
+
+def test_one_filter_or_one_column_need_no_list(tmp_path: Path) -> None:
+    """A path of one filter and a skim of one column may name it alone,
+    object or label, instead of in a list (a label is not taken letter by
+    letter)."""
+    proc = ef.Process("one")
+    proc.source = ef.source.synthetic(2_000, step_size=1_000)
+
+    @proc.filter(consumes=["nJet"])
+    def many_jets(ev):
+        return ev.nJet > 2
+
+    assert [f.label for f in proc.path("by_object", many_jets).filters] == ["many_jets"]
+    assert [f.label for f in proc.path("by_label", "many_jets").filters] == ["many_jets"]
+    out = proc.output(ef.output.parquet(tmp_path / "n.parquet", columns="nJet"), select="by_label")
+    assert out.columns == ["nJet"]
+    r = proc.run(threads=1)
+    assert (
+        r.cutflow["by_object"].passed == r.cutflow["by_label"].passed == pq.read_table(out.path).num_rows > 0
+    )
+    with pytest.raises(ef.ConfigurationError, match="are names"):
+        ef.output.parquet(tmp_path / "x.parquet", columns=[1])
