@@ -246,7 +246,14 @@ class Process:
                 raise ConfigurationError(f"path '{name}' lists filter '{m.label}' twice")
             fs.append(m)
         pairs = []
-        for later, earlier in after:
+        if isinstance(after, tuple) and len(after) == 2 and all(isinstance(x, Filter | str) for x in after):
+            after = [after]  # one pair
+        for pair in after:
+            if not (isinstance(pair, tuple | list) and len(pair) == 2):
+                raise ConfigurationError(
+                    f"path '{name}': after= takes pairs (later, earlier) of its filters, not {pair!r}"
+                )
+            later, earlier = pair
             a = later if isinstance(later, str) else later.label
             b = earlier if isinstance(earlier, str) else earlier.label
             if a not in [f.label for f in fs] or b not in [f.label for f in fs]:

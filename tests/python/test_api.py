@@ -533,6 +533,16 @@ def test_one_filter_or_one_column_need_no_list(tmp_path: Path) -> None:
 
     assert [f.label for f in proc.path("by_object", many_jets).filters] == ["many_jets"]
     assert [f.label for f in proc.path("by_label", "many_jets").filters] == ["many_jets"]
+
+    @proc.filter(consumes=["MET_pt"])
+    def met(ev):
+        return ev.MET_pt > 20
+
+    assert proc.path("one_pair", [met, many_jets], reorderable=True, after=(met, many_jets)).after == [
+        ("met", "many_jets")
+    ]
+    with pytest.raises(ef.ConfigurationError, match=r"after= takes pairs \(later, earlier\)"):
+        proc.path("bad_pair", [met, many_jets], reorderable=True, after=["met"])
     out = proc.output(ef.output.parquet(tmp_path / "n.parquet", columns="nJet"), select="by_label")
     assert out.columns == ["nJet"]
     r = proc.run(threads=1)
