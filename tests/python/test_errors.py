@@ -39,6 +39,17 @@ def test_missing_file(tmp_path: Path) -> None:
         proc.run()
 
 
+def test_uproot_file_and_tree_syntax_names_the_tree_argument(zmumu_file: Path) -> None:
+    proc = ef.Process("z")
+    proc.source = ef.source.root(f"{zmumu_file}:events")
+    proc.histogram("M", bins=10, range=(0, 100))
+    with pytest.raises(
+        ef.MissingFileError,
+        match=r"name the tree apart: ef.source.root\('.*uproot-Zmumu.root', tree='events'\)",
+    ):
+        proc.run()
+
+
 def test_wrong_tree(zmumu_file: Path) -> None:
     proc = ef.Process("z")
     proc.source = ef.source.root(zmumu_file, tree="Events")

@@ -103,6 +103,12 @@ class RootSource(Source):
         import uproot
 
         if not os.path.exists(path):
+            file, _, tree = path.rpartition(":")
+            if file and tree and os.path.exists(file):  # uproot's "file.root:tree"
+                raise MissingFileError(
+                    f"ROOT file '{path}' does not exist; name the tree apart: "
+                    f"ef.source.root({file!r}, tree={tree!r})"
+                )
             raise MissingFileError(f"ROOT file '{path}' does not exist")
         try:
             f = uproot.open(path)
