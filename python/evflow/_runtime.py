@@ -62,7 +62,13 @@ class BatchData:
         #: a distributed run is a job of its own)
         self.first_batch = 0
         if weight is not None:
-            w = _read_only(np.asarray(ak.to_numpy(columns[weight]), dtype=np.float64))
+            values = columns[weight]
+            if isinstance(values, ak.Array) and values.ndim != 1:
+                raise ValueError(
+                    f"the process weight '{weight}' is of type {values.type.content}: a weight is one "
+                    "number per event (weight objects in histograms: histogram(..., weight=...))"
+                )
+            w = _read_only(np.asarray(ak.to_numpy(values), dtype=np.float64))
             self.weights: np.ndarray | None = w
             self.weight_total = float(w.sum())
         else:

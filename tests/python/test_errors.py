@@ -50,6 +50,17 @@ def test_uproot_file_and_tree_syntax_names_the_tree_argument(zmumu_file: Path) -
         proc.run()
 
 
+def test_jagged_process_weight_is_named(hzz_file: Path) -> None:
+    proc = ef.Process("h", weight="Jet_E")
+    proc.source = ef.source.root(hzz_file, tree="events")
+    proc.histogram("NJet", bins=10, range=(0, 10))
+    with pytest.raises(
+        ef.SourceError,
+        match=r"the process weight 'Jet_E' is of type var \* float32: a weight is one number per event",
+    ):
+        proc.run(threads=1)
+
+
 def test_wrong_tree(zmumu_file: Path) -> None:
     proc = ef.Process("z")
     proc.source = ef.source.root(zmumu_file, tree="Events")
