@@ -18,7 +18,7 @@ from ._modules import Analyzer, Filter, Producer
 from ._ordered import Ordered
 from ._progress import _Progress
 from ._shared_work import share_products
-from .errors import ConfigurationError, Interrupted, job_error
+from .errors import ConfigurationError, Interrupted, MissingBranchError, job_error, with_product_hint
 from .source import Source
 
 if TYPE_CHECKING:
@@ -429,7 +429,10 @@ def _run_plan(
 
     source = proc.source
     assert source is not None
-    source.check(plan.branches)
+    try:
+        source.check(plan.branches)
+    except MissingBranchError as e:
+        raise with_product_hint(e, plan.product_of) from None
 
     job = _evflow.Job(proc.name)
     if isinstance(source, ParquetSource) and source.engine == "native":

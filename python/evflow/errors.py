@@ -6,6 +6,8 @@ Every error names what went wrong and where: the module label, the batch
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -51,6 +53,9 @@ class MissingTreeError(InputError, KeyError):
 
 class MissingBranchError(InputError, KeyError):
     """A module consumes a branch (column) that the input does not have."""
+
+    #: the missing branch's name, where known
+    branch: str | None = None
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
@@ -124,3 +129,18 @@ def job_error(res: dict[str, Any], report: dict[str, Any] | None) -> EvflowError
     if isinstance(cause, BaseException):
         out.__cause__ = cause
     return out
+
+
+def with_product_hint(error: BaseException, products: Iterable[str]) -> BaseException:
+    """``error``, a missing branch whose name is close to one of
+    ``products``, says so (a product's name mistyped in ``consumes`` reads
+    as a branch)."""
+    branch = getattr(error, "branch", None)
+    close = difflib.get_close_matches(branch, list(products), n=1) if branch else []
+    if not close:
+        return error
+    hinted = MissingBranchError(
+        f"{error}; no product is named so either: did you mean the product '{close[0]}'?"
+    )
+    hinted.branch = branch
+    return hinted

@@ -243,6 +243,15 @@ def test_distributed_counts_are_checked_before_the_cluster_starts(option: dict[s
         proc.run(processes=2, **option)
 
 
+def test_mistyped_product_is_named_on_a_cluster(client: Any, files: dict[str, list[str]]) -> None:
+    proc = _analysis(ef.source.auto(files["root"], step_size=STEP))
+    proc.histogram("mll_typo", column="mlll", bins=10, range=(0, 100))
+    with pytest.raises(
+        ef.MissingBranchError, match=r"branch 'mlll' not found.*did you mean the product 'mll'\?"
+    ):
+        proc.run(client=client)
+
+
 def test_chunks_are_the_single_process_batches(files: dict[str, list[str]]) -> None:
     """The planned steps are exactly the batches a single-process run reads
     (row groups grouped up to the step, a large one cut, the event limit)."""

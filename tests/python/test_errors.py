@@ -50,6 +50,20 @@ def test_uproot_file_and_tree_syntax_names_the_tree_argument(zmumu_file: Path) -
         proc.run()
 
 
+def test_mistyped_product_is_named_as_such(zmumu_file: Path) -> None:
+    """A product's name mistyped in consumes reads as a missing branch:
+    the error points to the product."""
+    proc = _zmumu(zmumu_file)
+    proc.producer(consumes=["M"], produces=["dimuon_mass"], label="dm")(lambda ev: 1.0 * ev.M)
+    f = proc.filter(consumes=["dimuon_mas"], label="window")(lambda ev: ev.dimuon_mas > 60)
+    proc.path("p", [f])
+    with pytest.raises(
+        ef.MissingBranchError,
+        match=r"branch 'dimuon_mas' not found in tree 'events'.*did you mean the product 'dimuon_mass'\?",
+    ):
+        proc.run(threads=1)
+
+
 def test_jagged_process_weight_is_named(hzz_file: Path) -> None:
     proc = ef.Process("h", weight="Jet_E")
     proc.source = ef.source.root(hzz_file, tree="events")

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigurationError, EvflowError, InputError, JobError, ModuleError
+from ..errors import ConfigurationError, EvflowError, InputError, JobError, ModuleError, with_product_hint
 from .chunks import (
     Chunk,
     ChunkFeed,
@@ -304,7 +304,7 @@ def run(
             for m in metas:
                 if m.error is not None:
                     if not skip_bad_files:
-                        raise m.error
+                        raise with_product_hint(m.error, plan.product_of)
                     skipped_files.append({"file": m.path, "error": str(m.error)})
         steps = batch_steps(source, metas)
         fixed = (

@@ -27,7 +27,9 @@ def _files(files: PathLike | Iterable[PathLike]) -> list[str]:
 def _missing(column: str, available: Iterable[str], where: str) -> MissingBranchError:
     hint = difflib.get_close_matches(column, list(available), n=1)
     extra = f"; did you mean '{hint[0]}'?" if hint else ""
-    return MissingBranchError(f"branch '{column}' not found in {where}{extra}")
+    error = MissingBranchError(f"branch '{column}' not found in {where}{extra}")
+    error.branch = column
+    return error
 
 
 class Source(ABC):
