@@ -61,6 +61,21 @@ pub struct DeviceArgs {
     pub device_streams: usize,
 }
 
+/// The longest latency or timeout the device options take, in
+/// microseconds: 10^6 s, the longest module time a configuration takes.
+const MAX_MICROS: f64 = 1e12;
+/// The smallest bandwidth (GB/s) and speed-up the device options take.
+const MIN_RATE: f64 = 1e-6;
+
+/// A number as a user would write it: `1e30`, not thirty zeros.
+fn readable(v: f64) -> String {
+    if v != 0.0 && v.is_finite() && !(1e-3..1e6).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
 fn parse_split(s: &str) -> Result<SplitMode, String> {
     s.parse()
 }
@@ -68,18 +83,28 @@ fn parse_split(s: &str) -> Result<SplitMode, String> {
 impl DeviceArgs {
     /// Opens the device; the notice is for jobs that have device modules.
     pub fn open(&self) -> Result<(DeviceContext, Option<String>), String> {
+        // The modelled times these give must stay within what a clock can
+        // hold: a timeout or latency of 10^30 µs made the device's threads
+        // panic (and the job hang) instead of failing here.
         let positive = |v: f64, name: &str| {
-            if v.is_finite() && v > 0.0 {
+            if v.is_finite() && v >= MIN_RATE {
                 Ok(v)
             } else {
-                Err(format!("--{name} must be a finite number > 0, not {v}"))
+                Err(format!(
+                    "--{name} must be a finite number >= {MIN_RATE:e}, not {}",
+                    readable(v)
+                ))
             }
         };
         let non_negative = |v: f64, name: &str| {
-            if v.is_finite() && v >= 0.0 {
+            if v.is_finite() && (0.0..=MAX_MICROS).contains(&v) {
                 Ok(v)
             } else {
-                Err(format!("--{name} must be a finite number >= 0, not {v}"))
+                Err(format!(
+                    "--{name} must be a number of microseconds between 0 and {MAX_MICROS:e} \
+                     (10^6 s), not {}",
+                    readable(v)
+                ))
             }
         };
         if self.device_batch == 0 {

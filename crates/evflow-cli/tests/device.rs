@@ -86,3 +86,57 @@ fn no_device_gives_one_notice_and_a_demanded_one_an_error() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("device split 'fixed:150'"));
 }
+
+/// Device options whose modelled times no clock can hold are refused, named,
+/// before the job starts: a timeout of 10^30 µs used to make the combining
+/// thread panic and the job hang.
+#[test]
+fn device_options_beyond_any_clock_are_refused_by_name() {
+    let config = example();
+    for (option, value, expected) in [
+        (
+            "--device-timeout-us",
+            "1e30",
+            "between 0 and 1e12 (10^6 s), not 1e30",
+        ),
+        (
+            "--device-latency-us",
+            "1e30",
+            "between 0 and 1e12 (10^6 s), not 1e30",
+        ),
+        ("--device-transfer-latency-us", "1e25", "not 1e25"),
+        ("--device-bandwidth-gbs", "1e-300", ">= 1e-6, not 1e-300"),
+        ("--device-speedup", "1e-300", ">= 1e-6, not 1e-300"),
+        ("--device-timeout-us", "-1", "not -1"),
+    ] {
+        // No events: nothing would reach the device, so only the check of
+        // the option can fail the run.
+        let arg = format!("{option}={value}");
+        let out = evflow(&[
+            "run", &config, "--device", "emulated", "-n", "0", "-q", &arg,
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{option} {value} was accepted");
+        assert!(
+            stderr.contains(&format!("{option} must be")) && stderr.contains(expected),
+            "{option} {value}: {stderr}"
+        );
+    }
+    // The largest accepted values still run.
+    let out = evflow(&[
+        "run",
+        &config,
+        "--device",
+        "emulated",
+        "-n",
+        "0",
+        "-q",
+        "--device-timeout-us=1e12",
+        "--device-bandwidth-gbs=1e-6",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
