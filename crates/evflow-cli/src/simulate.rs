@@ -33,6 +33,7 @@ pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
         ));
     }
     let workload = &args.workload;
+    crate::run::check_outputs(&[("--report", workload.report.as_deref())])?;
     let mut loaded = workload.load()?;
     if let Some(path) = &args.times_from {
         let times = crate::inspect::mean_module_times(path)?;

@@ -272,6 +272,68 @@ fn bad_input_gets_a_clear_error() {
     }
 }
 
+/// Output files that cannot be written are refused before the job runs
+/// (a long job must not end without its report), and two options naming
+/// the same file are refused instead of one silently replacing the other.
+#[test]
+fn unwritable_or_clashing_output_files_are_refused_before_the_run() {
+    let dir = scratch("outputs");
+    let config = write(
+        &dir,
+        "ok.toml",
+        "[[module]]\nlabel = \"a\"\ntype = \"producer\"\n",
+    );
+    let report = dir.join("r.json");
+    let report_s = report.to_str().unwrap();
+    let missing = dir.join("no-such-dir").join("t.json");
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (
+            vec![
+                "run",
+                &config,
+                "--report",
+                report_s,
+                "--trace",
+                missing.to_str().unwrap(),
+            ],
+            format!("--trace {}: no directory", missing.display()),
+        ),
+        (
+            vec!["run", &config, "--report", dir.to_str().unwrap()],
+            format!("--report {}: is a directory", dir.display()),
+        ),
+        (
+            vec!["run", &config, "--report", report_s, "--trace", report_s],
+            "--report and --trace name the same file".to_string(),
+        ),
+        (
+            vec!["simulate", &config, "--report", missing.to_str().unwrap()],
+            format!("--report {}: no directory", missing.display()),
+        ),
+    ];
+    for (args, expected) in cases {
+        let out = evflow(&args);
+        assert!(!out.status.success(), "{args:?} should fail");
+        assert!(
+            stderr(&out).contains(&expected),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        // Nothing ran, nothing was written, no partial file was left.
+        assert!(!report.exists(), "{args:?} wrote the report");
+        let leftovers: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".partial"))
+            .collect();
+        assert!(leftovers.is_empty(), "{args:?} left {leftovers:?}");
+        assert!(
+            !std::path::Path::new(&format!("{}.json.partial", dir.display())).exists(),
+            "{args:?} left a partial file beside the directory"
+        );
+    }
+}
+
 #[test]
 fn simulate_predicts_and_reports_bounds() {
     let demo = concat!(
