@@ -28,7 +28,9 @@ fn write_summary(out: &mut impl Write, report: &Report) -> std::io::Result<()> {
     )?;
     let mut modules: Vec<_> = report.modules.iter().filter(|m| m.calls > 0).collect();
     let ran = modules.len();
-    let total_run: f64 = modules.iter().map(|m| m.run_s).sum();
+    // A fold from 0.0, not `sum()`: the sum of no floats is -0.0, printed
+    // "-0.000 s" for a job with no events.
+    let total_run = modules.iter().fold(0.0, |total, m| total + m.run_s);
     modules.sort_by(|a, b| (b.run_s + b.wait_s).total_cmp(&(a.run_s + a.wait_s)));
     writeln!(
         out,

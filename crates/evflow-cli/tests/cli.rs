@@ -272,6 +272,36 @@ fn bad_input_gets_a_clear_error() {
     }
 }
 
+/// A job with no events runs, writes a valid report with empty cut-flows
+/// and prints a summary without negative zeros.
+#[test]
+fn a_job_without_events_reports_zeros() {
+    let dir = scratch("zero");
+    let config = write(&dir, "zero.toml", FAILING);
+    let report = dir.join("r.json");
+    let out = evflow(&[
+        "run",
+        &config,
+        "-n",
+        "0",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.starts_with("0 events in"), "{text}");
+    assert!(
+        text.contains("(0 of 2 modules ran, 0.000 s of module time)"),
+        "{text}"
+    );
+    assert!(!text.contains("-0.0"), "{text}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(r["events"], 0);
+    assert_eq!(r["paths"][0]["visited"], 0);
+    assert_eq!(r["module_executions"], 0);
+}
+
 /// Output files that cannot be written are refused before the job runs
 /// (a long job must not end without its report), and two options naming
 /// the same file are refused instead of one silently replacing the other.
