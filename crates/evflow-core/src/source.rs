@@ -96,7 +96,18 @@ impl Source for EmptySource {
         let lumi_index = i / self.events_per_lumi;
         let run = self.first_run as u64 + lumi_index / self.lumis_per_run;
         let lumi = lumi_index % self.lumis_per_run + 1;
-        Ok(Some(EventId::new(run as u32, lumi as u32, i + 1)))
+        // Run and luminosity-block numbers are 32 bits: past the largest
+        // they would wrap to 0 and reorder the transitions, silently.
+        let (Ok(run), Ok(lumi)) = (u32::try_from(run), u32::try_from(lumi)) else {
+            return Err(ModuleError::msg(format!(
+                "event {} would be in run {run}, luminosity block {lumi}: beyond the largest \
+                 run and block number, {} (the first run is {})",
+                i + 1,
+                u32::MAX,
+                self.first_run
+            )));
+        };
+        Ok(Some(EventId::new(run, lumi, i + 1)))
     }
     fn describe(&self) -> String {
         format!("empty source ({} events)", self.events)

@@ -157,3 +157,46 @@ fn blocks_of_several_lengths_and_runs_on_every_executor() {
         }
     }
 }
+
+/// Run numbers are 32 bits: a source that would go past the largest fails
+/// on the event that would, instead of wrapping to run 0 (which reorders
+/// the run transitions silently).
+#[test]
+fn run_numbers_past_the_largest_are_an_error_not_a_wrap() {
+    let mut source = EmptySource::new(3)
+        .events_per_lumi(1)
+        .lumis_per_run(1)
+        .first_run(u32::MAX);
+    let mut products = SourceProducts::default();
+    let first = source.next_event(&mut products).unwrap().unwrap();
+    assert_eq!((first.run, first.lumi, first.event), (u32::MAX, 1, 1));
+    let err = source
+        .next_event(&mut products)
+        .expect_err("run u32::MAX + 1 does not exist");
+    assert!(
+        err.message().contains("event 2 would be in run 4294967296"),
+        "{err}"
+    );
+    // Through the engine: the job fails, naming the event, and reports no
+    // event of a run 0.
+    let log = std::sync::Arc::new(Log::default());
+    let source = EmptySource::new(3)
+        .events_per_lumi(1)
+        .lumis_per_run(1)
+        .first_run(u32::MAX);
+    let p = job(&source, &log, None);
+    let options = RunOptions {
+        threads: 2,
+        events_in_flight: 2,
+        ..Default::default()
+    };
+    match run(p, &options) {
+        Err(RunError::Failed { error, .. }) => {
+            assert!(
+                error.to_string().contains("event 2 would be in run"),
+                "{error}"
+            )
+        }
+        other => panic!("expected a failed job, got {other:?}"),
+    }
+}
