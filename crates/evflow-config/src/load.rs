@@ -15,7 +15,38 @@ pub fn load_file(path: &Path, opts: &LoadOptions) -> Result<Loaded, ConfigFileEr
         file: file.clone(),
         source,
     })?;
-    load_str(&text, Format::detect(path, &text), opts, &file)
+    let format = Format::detect(path, &text);
+    load_str(&text, format, opts, &file).map_err(|e| with_format_hint(e, format, &text))
+}
+
+/// A syntax error of a file whose extension named one format while its
+/// text is the other (a TOML job saved as `.json`, a CMS configuration as
+/// `.toml`) says so: the parser's own message ("invalid key") does not.
+fn with_format_hint(e: ConfigFileError, format: Format, text: &str) -> ConfigFileError {
+    let ConfigFileError::Parse {
+        file,
+        line,
+        column,
+        message,
+    } = e
+    else {
+        return e;
+    };
+    let hint = match format {
+        Format::Toml if crate::options::looks_like_cms_json(text) => {
+            " (the file is a CMS JSON configuration: name it .json or .config)"
+        }
+        Format::CmsJson if toml::from_str::<toml::Table>(text).is_ok() => {
+            " (the file is TOML: name it .toml)"
+        }
+        _ => "",
+    };
+    ConfigFileError::Parse {
+        file,
+        line,
+        column,
+        message: message + hint,
+    }
 }
 
 /// Reads a configuration from `text` in the given format; `origin` names it

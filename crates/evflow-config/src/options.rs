@@ -111,7 +111,7 @@ impl Format {
     }
 }
 
-fn looks_like_cms_json(text: &str) -> bool {
+pub(crate) fn looks_like_cms_json(text: &str) -> bool {
     if !text.trim_start().starts_with('{') {
         return false;
     }

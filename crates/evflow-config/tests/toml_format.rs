@@ -699,3 +699,43 @@ fn documented_example_loads_and_runs() {
     .unwrap();
     assert_eq!(report.events, 30);
 }
+
+/// A file whose extension names the other format (a TOML job saved as
+/// `.json`, a CMS configuration as `.toml`): the error says so, instead of
+/// the parser's bare "invalid key".
+#[test]
+fn a_file_in_the_other_format_than_its_extension_says_so() {
+    let dir = std::env::temp_dir().join(format!("evflow-config-ext-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let toml_text = "[process]\nevents = 3\n[[module]]\nlabel = \"a\"\ntype = \"producer\"\n";
+    let json_text = r#"{"process": {"source": {"iterations": 3},
+        "producers": [{"@label": "a", "@type": "demo::EventTimesBusyWaitProducer",
+                       "eventTimes": [0.001]}],
+        "paths": {"p": ["a"]}}}"#;
+    for (name, text, hint) in [
+        ("job.json", toml_text, "(the file is TOML: name it .toml)"),
+        ("job.config", toml_text, "(the file is TOML: name it .toml)"),
+        (
+            "reco.toml",
+            json_text,
+            "(the file is a CMS JSON configuration: name it .json or .config)",
+        ),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        let e = load_file(&path, &instant())
+            .map(|_| ())
+            .expect_err("the wrong reader fails")
+            .to_string();
+        assert!(e.starts_with(&path.display().to_string()), "{e}");
+        assert!(e.ends_with(hint), "{name}: {e}");
+    }
+    // A plain syntax error gets no hint.
+    let path = dir.join("broken.json");
+    std::fs::write(&path, "{\"process\": ").unwrap();
+    let e = load_file(&path, &instant())
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(!e.contains("name it"), "{e}");
+}
