@@ -9,12 +9,12 @@ use crate::{WorkloadArgs, run::write_json};
 pub struct SimulateArgs {
     #[command(flatten)]
     pub workload: WorkloadArgs,
-    /// Cores (threads) of the simulated machine.
-    #[arg(long, default_value_t = 1)]
-    pub cores: usize,
-    /// Events processed at once.
-    #[arg(long, short = 'k', default_value_t = 1)]
-    pub events_in_flight: usize,
+    /// Cores (threads) of the simulated machine (default: the configuration's threads, else 1).
+    #[arg(long)]
+    pub cores: Option<usize>,
+    /// Events processed at once (default: the configuration's, else the number of cores), as `evflow run`.
+    #[arg(long, short = 'k')]
+    pub events_in_flight: Option<usize>,
     /// Scheduling overhead per module execution, in nanoseconds (see docs/performance.md).
     #[arg(long, default_value_t = 300.0)]
     pub overhead_ns: f64,
@@ -51,9 +51,17 @@ pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
             println!("{}", matched.describe(path));
         }
     }
+    // As `evflow run`: the configuration's suggestions when the options
+    // are not given (a CMS file's nSimultaneousEvents, a TOML file's
+    // events_in_flight), not one event at a time.
+    let cores = args.cores.or(loaded.threads).unwrap_or(1);
+    let events_in_flight = args
+        .events_in_flight
+        .or(loaded.events_in_flight)
+        .unwrap_or(cores);
     let options = evflow_sim::SimOptions {
-        cores: args.cores,
-        events_in_flight: args.events_in_flight,
+        cores,
+        events_in_flight,
         overhead_s: args.overhead_ns * 1e-9,
         read_s: 0.0,
         planner: Some(workload.planner(&loaded)),
@@ -63,8 +71,8 @@ pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
     };
     if let Some(devices) = &loaded.devices {
         devices.set_options(evflow_device::DeviceOptions {
-            events_in_flight: args.events_in_flight,
-            host_threads: args.cores,
+            events_in_flight,
+            host_threads: cores,
             ..devices.options()
         });
     }

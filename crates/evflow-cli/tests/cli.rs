@@ -380,6 +380,52 @@ fn simulate_predicts_and_reports_bounds() {
     assert!(text.contains("module 'rawToDigi' (serial)"), "{text}");
 }
 
+/// Without `--cores` and `-k`, `evflow simulate` takes the configuration's
+/// threads and events in flight, as `evflow run` does, not one at a time.
+#[test]
+fn simulate_defaults_to_the_configurations_threads_and_events_in_flight() {
+    let dir = scratch("simdefaults");
+    let config = write(
+        &dir,
+        "k.toml",
+        "[process]\nevents = 40\nthreads = 3\nevents_in_flight = 6\n\
+         [[module]]\nlabel = \"a\"\ntype = \"producer\"\ntime = 0.001\n\
+         [[module]]\nlabel = \"f\"\ntype = \"filter\"\nconsumes = [\"a\"]\n\
+         [[path]]\nname = \"p\"\nmodules = [\"f\"]\n",
+    );
+    let cases: [(&[&str], &str); 3] = [
+        (&[], "on 3 cores with 6 events in flight"),
+        (&["--cores", "5"], "on 5 cores with 6 events in flight"),
+        (
+            &["--cores", "2", "-k", "4"],
+            "on 2 cores with 4 events in flight",
+        ),
+    ];
+    for (extra, expected) in cases {
+        let mut args = vec!["simulate", config.as_str()];
+        args.extend(extra);
+        let out = evflow(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            stdout(&out).contains(expected),
+            "{extra:?}: {}",
+            stdout(&out)
+        );
+    }
+    // Without suggestions in the file: 1 core, as many events as cores.
+    let plain = write(
+        &dir,
+        "plain.toml",
+        "[[module]]\nlabel = \"a\"\ntype = \"producer\"\n",
+    );
+    let out = evflow(&["simulate", &plain, "--cores", "4"]);
+    assert!(
+        stdout(&out).contains("on 4 cores with 4 events in flight"),
+        "{}",
+        stdout(&out)
+    );
+}
+
 /// A Python without the evflow package: a clear error that says how to get
 /// it, not Python's bare "No module named evflow".
 #[test]
