@@ -28,6 +28,19 @@ pub fn report(args: &ReportArgs) -> Result<(), String> {
         let slices = slices(&doc, &args.file)?;
         trace_report(&slices, args)
     } else if doc.get("modules").is_some() {
+        // Options that only a trace can answer are not silently ignored.
+        for (given, option) in [
+            (args.event.is_some(), "--event"),
+            (args.profile_csv.is_some(), "--profile-csv"),
+        ] {
+            if given {
+                return Err(format!(
+                    "{}: {option} applies to a trace (written by `evflow run --trace`), \
+                     and this is a report",
+                    args.file.display()
+                ));
+            }
+        }
         report_report(&doc, args.top);
         Ok(())
     } else {
@@ -175,6 +188,34 @@ fn slices(doc: &Value, path: &Path) -> Result<Vec<Slice>, String> {
 }
 
 fn trace_report(slices: &[Slice], args: &ReportArgs) -> Result<(), String> {
+    // The event to profile, checked before anything is printed.
+    let events: std::collections::BTreeSet<u64> = slices
+        .iter()
+        .filter(|s| s.category == "module")
+        .filter_map(|s| s.event)
+        .collect();
+    let event = match (args.event, events.first(), events.last()) {
+        (Some(e), Some(first), Some(last)) if !events.contains(&e) => {
+            return Err(format!(
+                "{}: event {e} has no module slices in the trace (events {first} to {last} have)",
+                args.file.display()
+            ));
+        }
+        (Some(e), None, _) => {
+            return Err(format!(
+                "{}: event {e} has no module slices: no module ran in this trace",
+                args.file.display()
+            ));
+        }
+        (None, None, None) if args.profile_csv.is_some() => {
+            return Err(format!(
+                "{}: no module ran in this trace: no event profile for --profile-csv",
+                args.file.display()
+            ));
+        }
+        (Some(e), _, _) => Some(e),
+        (None, first, _) => first.copied(),
+    };
     let mut per_module: HashMap<&str, (u64, f64, f64, f64)> = HashMap::new();
     for s in slices {
         let entry = per_module.entry(&s.name).or_default();
@@ -232,19 +273,11 @@ fn trace_report(slices: &[Slice], args: &ReportArgs) -> Result<(), String> {
             );
         }
     }
-    let event = match args.event {
-        Some(e) => e,
-        None => slices
-            .iter()
-            .filter(|s| s.category == "module")
-            .filter_map(|s| s.event)
-            .min()
-            .ok_or("the trace has no module slices")?,
+    let Some(event) = event else {
+        println!("no module ran: no event profile");
+        return Ok(());
     };
     let profile = event_profile(slices, event);
-    if profile.is_empty() {
-        return Err(format!("event {event} has no module slices in the trace"));
-    }
     let peak = profile.iter().map(|p| p.1).max().unwrap_or(0);
     let span = profile.last().map(|p| p.0).unwrap_or(0.0) - profile[0].0;
     let mean = profile

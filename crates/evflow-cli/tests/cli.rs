@@ -302,6 +302,72 @@ fn a_job_without_events_reports_zeros() {
     assert_eq!(r["module_executions"], 0);
 }
 
+/// `evflow report`: an event the trace does not hold fails before anything
+/// is printed, naming the file and the events it holds; trace-only options
+/// on a report are refused, not ignored; the trace of a job without events
+/// is read without error.
+#[test]
+fn report_options_are_checked_against_the_file() {
+    let dir = scratch("inspect");
+    let config = write(&dir, "j.toml", FAILING);
+    let (report, trace) = (dir.join("r.json"), dir.join("t.json"));
+    let empty = dir.join("empty.json");
+    let (report_s, trace_s) = (report.to_str().unwrap(), trace.to_str().unwrap());
+    for (events, t) in [("5", &trace), ("0", &empty)] {
+        let out = evflow(&[
+            "run",
+            &config,
+            "-q",
+            "-n",
+            events,
+            "--report",
+            report_s,
+            "--trace",
+            t.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let cases: Vec<(Vec<&str>, Result<&str, String>)> = vec![
+        (
+            vec!["report", trace_s, "--event", "99"],
+            Err(format!(
+                "{trace_s}: event 99 has no module slices in the trace (events 1 to 5 have)"
+            )),
+        ),
+        (
+            vec!["report", report_s, "--event", "2"],
+            Err(format!("{report_s}: --event applies to a trace")),
+        ),
+        (
+            vec!["report", report_s, "--profile-csv", trace_s],
+            Err(format!("{report_s}: --profile-csv applies to a trace")),
+        ),
+        (vec!["report", trace_s, "--event", "2"], Ok("event 2:")),
+        (
+            vec!["report", empty.to_str().unwrap()],
+            Ok("no module ran: no event profile"),
+        ),
+    ];
+    for (args, expected) in cases {
+        let out = evflow(&args);
+        match expected {
+            Ok(text) => {
+                assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+                assert!(stdout(&out).contains(text), "{args:?}: {}", stdout(&out));
+            }
+            Err(message) => {
+                assert!(!out.status.success(), "{args:?} should fail");
+                assert!(
+                    stderr(&out).contains(&message),
+                    "{args:?}: {}",
+                    stderr(&out)
+                );
+                assert_eq!(stdout(&out), "", "{args:?} printed before failing");
+            }
+        }
+    }
+}
+
 /// Output files that cannot be written are refused before the job runs
 /// (a long job must not end without its report), and two options naming
 /// the same file are refused instead of one silently replacing the other.
