@@ -139,9 +139,13 @@ impl Cut {
                 table.names.join(", ")
             )
         })?;
+        // NaN parses, but compares false with everything: the cut would
+        // reject every event (`!=`: pass every one) without a word.
         let value = number
             .parse::<f64>()
-            .map_err(|_| format!("'{number}' is not a number"))?;
+            .ok()
+            .filter(|v| !v.is_nan())
+            .ok_or_else(|| format!("'{number}' is not a number"))?;
         Ok(Self { column, op, value })
     }
 
@@ -176,6 +180,11 @@ mod tests {
                 .contains("no column 'zz'")
         );
         assert!(Cut::parse("a ~ 1", &t).is_err());
+        for nan in ["a > nan", "a != NaN", "b == -nan"] {
+            let e = Cut::parse(nan, &t).map(|_| ()).unwrap_err();
+            assert!(e.contains("is not a number"), "{nan}: {e}");
+        }
+        assert!(Cut::parse("a < inf", &t).unwrap().passes(&t, 1));
         assert!(Table::parse("a,b\n1\n").unwrap_err().contains("line 2"));
         assert!(Table::parse("a,a\n1,2\n").is_err());
     }
