@@ -526,6 +526,12 @@ fn build_module(
         timing = timing.with_jitter(j, common::seed_from_label(label) ^ 0x7177);
     }
     if !m.fail_on_events.is_empty() {
+        // Events are numbered from 1: a 0 would never fail, silently.
+        if let Some(i) = m.fail_on_events.iter().position(|&e| e == 0) {
+            return Err(err(format!(
+                "fail_on_events[{i}] is 0: events are numbered from 1"
+            )));
+        }
         timing = timing.with_failures(m.fail_on_events.clone());
     }
 

@@ -739,3 +739,22 @@ fn a_file_in_the_other_format_than_its_extension_says_so() {
         .to_string();
     assert!(!e.contains("name it"), "{e}");
 }
+
+/// Events are numbered from 1: a failure configured on event 0 would never
+/// happen, so it is refused, naming the module and the entry.
+#[test]
+fn failure_on_event_zero_is_refused() {
+    let e = error(&with_module(
+        "label = \"f\"\ntype = \"filter\"\nfail_on_events = [3, 0]",
+    ));
+    assert_eq!(
+        e,
+        "demo.toml: module 'f': fail_on_events[1] is 0: events are numbered from 1"
+    );
+    assert!(
+        load(&with_module(
+            "label = \"f\"\ntype = \"filter\"\nfail_on_events = [1]"
+        ))
+        .is_ok()
+    );
+}
