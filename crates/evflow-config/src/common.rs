@@ -22,8 +22,9 @@ pub fn check_time(value: f64, scale: f64, what: &str) -> Result<(), String> {
         return Err(format!("{what} is negative ({value})"));
     }
     if value * scale > MAX_SECONDS {
+        // `{:?}`: 1e300 as written, not as three hundred digits.
         return Err(format!(
-            "{what} is too long ({value} s times time_scale {scale} exceeds {MAX_SECONDS} s)"
+            "{what} is too long ({value:?} s times time_scale {scale:?} exceeds {MAX_SECONDS:?} s)"
         ));
     }
     Ok(())
