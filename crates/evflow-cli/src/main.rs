@@ -85,6 +85,22 @@ impl FilterOrderArg {
     }
 }
 
+/// Most threads (cores) or events in flight the options take, as a
+/// configuration file: each event in flight holds its slot's state, so
+/// `-k 100000000` would ask for tens of GB before the first event.
+pub const MAX_PARALLEL: usize = 1 << 16;
+
+/// Checks a thread, core or events-in-flight count given on the command line.
+pub fn check_parallel(value: Option<usize>, option: &str) -> Result<(), String> {
+    match value {
+        Some(0) => Err(format!("{option} must be at least 1")),
+        Some(n) if n > MAX_PARALLEL => Err(format!(
+            "{option} {n} is too large (at most {MAX_PARALLEL})"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// What to run: the options `evflow run` and `evflow simulate` share.
 #[derive(clap::Args, Debug)]
 pub struct WorkloadArgs {

@@ -19,12 +19,8 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
         return run_python_analysis().map(|()| ExitCode::SUCCESS);
     }
     let stop = signals::stop_on_signals()?;
-    if args.threads == Some(0) {
-        return Err("--threads must be at least 1".into());
-    }
-    if args.events_in_flight == Some(0) {
-        return Err("--events-in-flight must be at least 1".into());
-    }
+    crate::check_parallel(args.threads, "--threads")?;
+    crate::check_parallel(args.events_in_flight, "--events-in-flight")?;
     check_outputs(&[
         ("--report", workload.report.as_deref()),
         ("--trace", args.trace.as_deref()),

@@ -32,6 +32,8 @@ pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
             args.overhead_ns
         ));
     }
+    crate::check_parallel(args.cores, "--cores")?;
+    crate::check_parallel(args.events_in_flight, "--events-in-flight")?;
     let workload = &args.workload;
     crate::run::check_outputs(&[("--report", workload.report.as_deref())])?;
     let mut loaded = workload.load()?;

@@ -368,6 +368,51 @@ fn report_options_are_checked_against_the_file() {
     }
 }
 
+/// Thread, core and events-in-flight counts beyond what a configuration file
+/// takes are refused by name at once: `-k 100000000` used to allocate the
+/// state of every slot (tens of GB) before the first event.
+#[test]
+fn huge_parallelism_is_refused_before_any_allocation() {
+    let dir = scratch("parallel");
+    let config = write(
+        &dir,
+        "ok.toml",
+        "[[module]]\nlabel = \"a\"\ntype = \"producer\"\n",
+    );
+    for (args, expected) in [
+        (
+            vec!["run", &config, "-n", "5", "-k", "100000000"],
+            "--events-in-flight 100000000 is too large (at most 65536)",
+        ),
+        (
+            vec!["run", &config, "-n", "5", "-j", "65537"],
+            "--threads 65537 is too large (at most 65536)",
+        ),
+        (
+            vec!["simulate", &config, "-n", "5", "--cores", "100000000"],
+            "--cores 100000000 is too large (at most 65536)",
+        ),
+        (
+            vec!["simulate", &config, "-n", "5", "-k", "100000000"],
+            "--events-in-flight 100000000 is too large (at most 65536)",
+        ),
+        (
+            vec!["simulate", &config, "-n", "5", "--cores", "0"],
+            "--cores must be at least 1",
+        ),
+    ] {
+        let out = evflow(&args);
+        assert!(!out.status.success(), "{args:?} should fail");
+        assert!(
+            stderr(&out).contains(expected),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    let out = evflow(&["run", &config, "-q", "-n", "5", "-j", "2", "-k", "65536"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
 /// Output files that cannot be written are refused before the job runs
 /// (a long job must not end without its report), and two options naming
 /// the same file are refused instead of one silently replacing the other.
