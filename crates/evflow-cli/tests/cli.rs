@@ -144,10 +144,18 @@ fn module_failure_fails_the_job_naming_module_and_event() {
         "{err}"
     );
     assert!(err.contains("configured failure on event 7"), "{err}");
-    // The report of what ran is still written, complete JSON.
+    // The report of what ran is still written, complete JSON, and names the
+    // event the job failed on.
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     assert!(r["events"].as_u64().unwrap() < 20);
+    let failed = r["failed_events"].as_array().unwrap();
+    assert!(
+        failed.iter().any(|f| f["event"] == 7
+            && f["module"] == "tracks"
+            && f["message"] == "configured failure on event 7"),
+        "{failed:?}"
+    );
 }
 
 #[test]

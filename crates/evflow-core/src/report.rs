@@ -33,6 +33,8 @@ pub struct Report {
     pub peak_rss_bytes: u64,
     pub modules: Vec<ModuleReport>,
     pub paths: Vec<PathReport>,
+    /// Events a module failed on: the skipped ones (`SkipEvent`), or the
+    /// one(s) that stopped the job (`Fail`).
     pub failed_events: Vec<FailedEvent>,
     /// The longest waits for serial queues, instances and exclusive
     /// resources, longest first.

@@ -222,17 +222,17 @@ impl Engine {
     ) -> Outcome {
         self.stats[module].failures.fetch_add(1, Ordering::Relaxed);
         let label = self.graph.modules[module].label.clone();
+        // Under either policy the report lists the event: the report of a
+        // job that stopped on a failure says which event and module it was.
+        lock(&self.failed_events).push(FailedEvent {
+            run: id.run,
+            lumi: id.lumi,
+            event: id.event,
+            module: label.clone(),
+            message: message.clone(),
+        });
         match self.policy {
-            ErrorPolicy::SkipEvent => {
-                let mut failed = lock(&self.failed_events);
-                failed.push(FailedEvent {
-                    run: id.run,
-                    lumi: id.lumi,
-                    event: id.event,
-                    module: label,
-                    message,
-                });
-            }
+            ErrorPolicy::SkipEvent => {}
             ErrorPolicy::Fail => self.fail_job(
                 JobError::Module {
                     module: label,
