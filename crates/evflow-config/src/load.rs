@@ -15,8 +15,10 @@ pub fn load_file(path: &Path, opts: &LoadOptions) -> Result<Loaded, ConfigFileEr
         file: file.clone(),
         source,
     })?;
-    let format = Format::detect(path, &text);
-    load_str(&text, format, opts, &file).map_err(|e| with_format_hint(e, format, &text))
+    // A byte-order mark (some editors write one) is no syntax error.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let format = Format::detect(path, text);
+    load_str(text, format, opts, &file).map_err(|e| with_format_hint(e, format, text))
 }
 
 /// A syntax error of a file whose extension named one format while its

@@ -758,3 +758,28 @@ fn failure_on_event_zero_is_refused() {
         .is_ok()
     );
 }
+
+/// A byte-order mark at the start of a file (some editors write one) is not
+/// a syntax error, in either format.
+#[test]
+fn a_byte_order_mark_is_read_past() {
+    let dir = std::env::temp_dir().join(format!("evflow-config-bom-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, text) in [
+        (
+            "job.toml",
+            "[process]\nevents = 3\n[[module]]\nlabel = \"a\"\ntype = \"producer\"\n",
+        ),
+        (
+            "reco.config",
+            r#"{"process": {"source": {"iterations": 3}, "producers": [{"@label": "a",
+                "@type": "demo::EventTimesBusyWaitProducer", "eventTimes": [0.001]}],
+                "paths": {"p": ["a"]}}}"#,
+        ),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, format!("\u{feff}{text}")).unwrap();
+        let loaded = load_file(&path, &instant()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(loaded.events, 3, "{name}");
+    }
+}

@@ -25,6 +25,9 @@ impl Table {
     }
 
     pub fn parse(text: &str) -> Result<Self, String> {
+        // A byte-order mark (spreadsheets write one) is not part of the
+        // first column's name.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let mut lines = text
             .lines()
             .enumerate()
@@ -185,6 +188,11 @@ mod tests {
             assert!(e.contains("is not a number"), "{nan}: {e}");
         }
         assert!(Cut::parse("a < inf", &t).unwrap().passes(&t, 1));
+        // A byte-order mark and CRLF line ends, as spreadsheets write them.
+        let t = Table::parse("\u{feff}pt,eta\r\n1,2\r\n3,4\r\n").unwrap();
+        assert_eq!(t.rows(), 2);
+        let c = Cut::parse("pt > 2", &t).unwrap();
+        assert!(!c.passes(&t, 1) && c.passes(&t, 2));
         assert!(Table::parse("a,b\n1\n").unwrap_err().contains("line 2"));
         assert!(Table::parse("a,a\n1,2\n").is_err());
     }
