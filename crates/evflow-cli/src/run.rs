@@ -21,10 +21,13 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
     let stop = signals::stop_on_signals()?;
     crate::check_parallel(args.threads, "--threads")?;
     crate::check_parallel(args.events_in_flight, "--events-in-flight")?;
-    check_outputs(&[
-        ("--report", workload.report.as_deref()),
-        ("--trace", args.trace.as_deref()),
-    ])?;
+    check_outputs(
+        &[
+            ("--report", workload.report.as_deref()),
+            ("--trace", args.trace.as_deref()),
+        ],
+        &[("configuration", Some(&workload.config))],
+    )?;
     // Before loading: device threads started while loading inherit it.
     system::fine_timer_slack();
     let loaded = workload.load()?;
@@ -180,8 +183,28 @@ fn partial(path: &Path) -> std::path::PathBuf {
 /// Checks, before a job starts, that the files its options name can be
 /// written, so that a long job does not end without its report: each is not
 /// a directory, its directory exists and takes a new file, and no two
-/// options name the same file (one would silently replace the other).
-pub fn check_outputs(outputs: &[(&str, Option<&Path>)]) -> Result<(), String> {
+/// options name the same file (one would silently replace the other), nor
+/// one of the job's `inputs` (its configuration would be overwritten).
+pub fn check_outputs(
+    outputs: &[(&str, Option<&Path>)],
+    inputs: &[(&str, Option<&Path>)],
+) -> Result<(), String> {
+    for &(option, path) in outputs {
+        let Some(path) = path else { continue };
+        for &(what, input) in inputs {
+            let same =
+                input.is_some_and(|input| match (path.canonicalize(), input.canonicalize()) {
+                    (Ok(a), Ok(b)) => a == b,
+                    _ => false,
+                });
+            if same {
+                return Err(format!(
+                    "{option} {} is the {what}: it would be overwritten",
+                    path.display()
+                ));
+            }
+        }
+    }
     let mut seen: Vec<(&str, std::path::PathBuf)> = Vec::new();
     for &(option, path) in outputs {
         let Some(path) = path else { continue };

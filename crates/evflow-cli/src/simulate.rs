@@ -35,7 +35,13 @@ pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
     crate::check_parallel(args.cores, "--cores")?;
     crate::check_parallel(args.events_in_flight, "--events-in-flight")?;
     let workload = &args.workload;
-    crate::run::check_outputs(&[("--report", workload.report.as_deref())])?;
+    crate::run::check_outputs(
+        &[("--report", workload.report.as_deref())],
+        &[
+            ("configuration", Some(&workload.config)),
+            ("--times-from file", args.times_from.as_deref()),
+        ],
+    )?;
     let mut loaded = workload.load()?;
     if let Some(path) = &args.times_from {
         let times = crate::inspect::mean_module_times(path)?;

@@ -459,6 +459,10 @@ fn unwritable_or_clashing_output_files_are_refused_before_the_run() {
             vec!["simulate", &config, "--report", missing.to_str().unwrap()],
             format!("--report {}: no directory", missing.display()),
         ),
+        (
+            vec!["run", &config, "--trace", &config],
+            format!("--trace {config} is the configuration: it would be overwritten"),
+        ),
     ];
     for (args, expected) in cases {
         let out = evflow(&args);
@@ -479,6 +483,12 @@ fn unwritable_or_clashing_output_files_are_refused_before_the_run() {
         assert!(
             !std::path::Path::new(&format!("{}.json.partial", dir.display())).exists(),
             "{args:?} left a partial file beside the directory"
+        );
+        assert!(
+            std::fs::read_to_string(&config)
+                .unwrap()
+                .starts_with("[[module]]"),
+            "{args:?} overwrote the configuration"
         );
     }
 }
