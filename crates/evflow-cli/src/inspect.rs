@@ -100,12 +100,29 @@ fn report_report(doc: &Value, top: usize) {
             num(m, "queue_s")
         );
     }
+    // Paths the planner ordered: their steps ran in varying orders, and
+    // sampled events ran steps past a rejection, so a step's events passed
+    // over the path's events is no cumulative efficiency (it can exceed
+    // the path's acceptance).
+    let reordered: Vec<&str> = doc["orderings"]
+        .as_array()
+        .unwrap_or(&empty)
+        .iter()
+        .filter_map(|o| o.get("path").and_then(Value::as_str))
+        .collect();
     for p in doc["paths"].as_array().unwrap_or(&empty) {
+        let name = text(p, "name");
+        let in_order = !reordered.contains(&name);
         println!(
-            "cut-flow of path '{}': {} of {} events accepted",
-            text(p, "name"),
+            "cut-flow of path '{}': {} of {} events accepted{}",
+            name,
             num(p, "passed"),
-            num(p, "visited")
+            num(p, "visited"),
+            if in_order {
+                ""
+            } else {
+                " (steps reordered: listed as written, no cumulative efficiency)"
+            }
         );
         let total = num(p, "visited").max(1.0);
         println!(
@@ -114,13 +131,17 @@ fn report_report(doc: &Value, top: usize) {
         );
         for f in p["filters"].as_array().unwrap_or(&empty) {
             let (v, pa) = (num(f, "visited"), num(f, "passed"));
+            let cumulative = if in_order {
+                format!("{:>11.1}%", 100.0 * pa / total)
+            } else {
+                format!("{:>12}", "-")
+            };
             println!(
-                "  {:<30} {:>10} {:>10} {:>9.1}% {:>11.1}%",
+                "  {:<30} {:>10} {:>10} {:>9.1}% {cumulative}",
                 text(f, "label"),
                 v,
                 pa,
                 if v > 0.0 { 100.0 * pa / v } else { 0.0 },
-                100.0 * pa / total
             );
         }
     }

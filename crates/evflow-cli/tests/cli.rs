@@ -421,6 +421,74 @@ fn huge_parallelism_is_refused_before_any_allocation() {
     assert!(out.status.success(), "{}", stderr(&out));
 }
 
+/// `evflow report` gives no cumulative efficiency for a path whose steps the
+/// planner reordered (its steps' counts, in written order, can exceed the
+/// path's acceptance); a path run as written keeps it.
+#[test]
+fn report_gives_no_cumulative_efficiency_for_reordered_paths() {
+    let dir = scratch("reordered");
+    let config = write(
+        &dir,
+        "cuts.toml",
+        r#"
+[process]
+events = 400
+filter_order = "adaptive"
+
+[[module]]
+label = "loose"
+type = "filter"
+time = 2e-6
+pass_fraction = 0.9
+
+[[module]]
+label = "tight"
+type = "filter"
+pass_fraction = 0.2
+
+[[path]]
+name = "reordered"
+modules = ["loose", "tight"]
+reorderable = true
+
+[[path]]
+name = "written"
+modules = ["loose", "tight"]
+"#,
+    );
+    let report = dir.join("r.json");
+    let out = evflow(&[
+        "run",
+        &config,
+        "-q",
+        "-j",
+        "2",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = evflow(&["report", report.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let section = |name: &str| -> Vec<String> {
+        text.lines()
+            .skip_while(|l| !l.starts_with(&format!("cut-flow of path '{name}'")))
+            .take(4)
+            .map(str::to_string)
+            .collect()
+    };
+    let reordered = section("reordered");
+    assert!(reordered[0].contains("(steps reordered"), "{text}");
+    for row in &reordered[2..] {
+        assert!(row.trim_end().ends_with('-'), "{text}");
+    }
+    let written = section("written");
+    assert!(!written[0].contains("reordered"), "{text}");
+    for row in &written[2..] {
+        assert!(row.trim_end().ends_with('%'), "{text}");
+    }
+}
+
 /// Output files that cannot be written are refused before the job runs
 /// (a long job must not end without its report), and two options naming
 /// the same file are refused instead of one silently replacing the other.
