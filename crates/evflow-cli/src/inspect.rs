@@ -23,7 +23,20 @@ pub struct ReportArgs {
 }
 
 pub fn report(args: &ReportArgs) -> Result<(), String> {
-    let doc = read_json(&args.file)?;
+    let mut doc = read_json(&args.file)?;
+    // `evflow simulate --report` nests the engine's report of the simulated
+    // job under `report`, beside the machine's figures.
+    if doc.get("simulated_s").is_some()
+        && let Some(inner) = doc.get_mut("report").map(Value::take)
+        && inner.get("modules").is_some()
+    {
+        println!(
+            "simulation on {} cores ({:.3} s simulated):",
+            num(&doc, "cores"),
+            num(&doc, "simulated_s")
+        );
+        doc = inner;
+    }
     if doc.get("traceEvents").is_some() {
         let slices = slices(&doc, &args.file)?;
         trace_report(&slices, args)

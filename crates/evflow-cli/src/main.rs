@@ -37,7 +37,7 @@ enum Command {
     Run(RunArgs),
     /// Predict a job's throughput on a machine with N cores, with the engine's own scheduling decisions.
     Simulate(simulate::SimulateArgs),
-    /// Read a report or trace written by `evflow run` and print where the time went.
+    /// Read a report or trace written by `evflow run` (or a report of `evflow simulate`) and print where the time went.
     Report(inspect::ReportArgs),
 }
 

@@ -575,6 +575,26 @@ fn simulate_predicts_and_reports_bounds() {
     assert!(text.starts_with("predicted: "), "{text}");
     assert!(text.contains("events in flight / crit.path"), "{text}");
     assert!(text.contains("module 'rawToDigi' (serial)"), "{text}");
+    // `evflow report` reads the report `simulate --report` writes.
+    let report = scratch("simreport").join("s.json");
+    let out = evflow(&[
+        "simulate",
+        demo,
+        "--cores",
+        "4",
+        "-n",
+        "100",
+        "-q",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = evflow(&["report", report.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.starts_with("simulation on 4 cores ("), "{text}");
+    assert!(text.contains("100 events in "), "{text}");
+    assert!(text.contains("cut-flow of path"), "{text}");
 }
 
 /// Without `--cores` and `-k`, `evflow simulate` takes the configuration's
