@@ -144,11 +144,13 @@ impl Cut {
         })?;
         // NaN parses, but compares false with everything: the cut would
         // reject every event (`!=`: pass every one) without a word.
-        let value = number
-            .parse::<f64>()
-            .ok()
-            .filter(|v| !v.is_nan())
-            .ok_or_else(|| format!("'{number}' is not a number"))?;
+        // `true`/`false` read as 1/0, as in the table's cells.
+        let value = match number {
+            "true" | "True" => Some(1.0),
+            "false" | "False" => Some(0.0),
+            _ => number.parse::<f64>().ok().filter(|v| !v.is_nan()),
+        }
+        .ok_or_else(|| format!("'{number}' is not a number"))?;
         Ok(Self { column, op, value })
     }
 
@@ -188,6 +190,10 @@ mod tests {
             assert!(e.contains("is not a number"), "{nan}: {e}");
         }
         assert!(Cut::parse("a < inf", &t).unwrap().passes(&t, 1));
+        // Booleans compare as the table reads them.
+        let c = Cut::parse("b == true", &t).unwrap();
+        assert!(!c.passes(&t, 1) && c.passes(&t, 2));
+        assert!(Cut::parse("b != False", &t).unwrap().passes(&t, 1));
         // A byte-order mark and CRLF line ends, as spreadsheets write them.
         let t = Table::parse("\u{feff}pt,eta\r\n1,2\r\n3,4\r\n").unwrap();
         assert_eq!(t.rows(), 2);
