@@ -101,6 +101,31 @@ pub fn check_parallel(value: Option<usize>, option: &str) -> Result<(), String> 
     }
 }
 
+/// Filters and analyzers that no path or end path reaches: they never run
+/// (an output there is an error of the configuration; a producer there is
+/// an on-demand one nobody asks for, as in the CMS files). Most likely an
+/// entry forgotten in `[[path]]` or `[[end_path]]`.
+fn never_run(process: &evflow_core::Process) -> Vec<String> {
+    use evflow_core::ModuleKind;
+    let Ok(graph) = process.compile() else {
+        return Vec::new();
+    };
+    graph
+        .modules
+        .iter()
+        .zip(&graph.reachable)
+        .filter(|(m, reached)| {
+            !**reached && matches!(m.kind, ModuleKind::Filter | ModuleKind::Analyzer)
+        })
+        .map(|(m, _)| {
+            format!(
+                "{} '{}' is on no path or end path: it never runs",
+                m.kind, m.label
+            )
+        })
+        .collect()
+}
+
 /// What to run: the options `evflow run` and `evflow simulate` share.
 #[derive(clap::Args, Debug)]
 pub struct WorkloadArgs {
@@ -172,6 +197,11 @@ impl WorkloadArgs {
         }
         if let (Some(notice), Some(_)) = (notice, &loaded.devices) {
             eprintln!("evflow: {notice}");
+        }
+        if !self.quiet {
+            for warning in never_run(&loaded.process) {
+                eprintln!("evflow: warning: {}: {warning}", self.config.display());
+            }
         }
         Ok(loaded)
     }

@@ -489,6 +489,48 @@ modules = ["loose", "tight"]
     }
 }
 
+/// A filter or analyzer that no path or end path names never runs: the
+/// command says so (an output there is an error; an unused producer is an
+/// on-demand one, and says nothing).
+#[test]
+fn modules_that_never_run_are_named_in_a_warning() {
+    let dir = scratch("orphans");
+    let config = write(
+        &dir,
+        "orphans.toml",
+        "[process]\nevents = 10\n\
+         [[module]]\nlabel = \"unused\"\ntype = \"producer\"\n\
+         [[module]]\nlabel = \"f\"\ntype = \"filter\"\n\
+         [[module]]\nlabel = \"stray\"\ntype = \"filter\"\n\
+         [[module]]\nlabel = \"histos\"\ntype = \"analyzer\"\n\
+         [[path]]\nname = \"p\"\nmodules = [\"f\"]\n",
+    );
+    for command in ["run", "simulate"] {
+        let out = evflow(&[command, &config]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let warnings: Vec<String> = stderr(&out)
+            .lines()
+            .filter(|l| l.contains("warning"))
+            .map(str::to_string)
+            .collect();
+        assert_eq!(
+            warnings,
+            [
+                format!(
+                    "evflow: warning: {config}: filter 'stray' is on no path or end path: it never runs"
+                ),
+                format!(
+                    "evflow: warning: {config}: analyzer 'histos' is on no path or end path: it never runs"
+                ),
+            ],
+            "{command}"
+        );
+    }
+    // --quiet prints only errors.
+    let out = evflow(&["run", &config, "-q"]);
+    assert_eq!(stderr(&out), "");
+}
+
 /// Output files that cannot be written are refused before the job runs
 /// (a long job must not end without its report), and two options naming
 /// the same file are refused instead of one silently replacing the other.
