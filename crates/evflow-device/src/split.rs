@@ -216,6 +216,11 @@ struct Trial {
 /// slots in a backlog that outlives the first windows.
 pub const INITIAL_FRACTION: f64 = 0.1;
 
+/// A challenger wins by this many standard errors of the difference of
+/// the two measured throughputs (counts of events, about `1/√n`
+/// relative each), when that is more than `tolerance`.
+const WIN_NOISE_Z: f64 = 1.5;
+
 /// Routes invocations and adapts the split.
 ///
 /// ```
@@ -560,11 +565,23 @@ impl SplitController {
             return;
         };
         let t = self.tuning;
-        self.since = Tally::default();
+        let since = std::mem::take(&mut self.since);
         // The model's proposals must win as probes do: where the model is
         // wrong (slots held on the device, launches that grow with the
         // share) only the measured throughput can tell.
-        let wins = rate > kept * (1.0 + t.tolerance);
+        // A probe's win must also exceed the noise of the two rates
+        // compared: each counts events over a few windows (about 1/√n
+        // relative), and a noisy win of a small probe sends the next one
+        // twice as far. (The model's proposals and the opening's ends are
+        // large moves, judged by the tolerance alone.)
+        let counted = |tally: &Tally| (tally.done_host + tally.done_device).max(1) as f64;
+        let noise = if trial.from_model || trial.end || self.opening {
+            0.0
+        } else {
+            let n = counted(&trial.tally);
+            (1.0 / n + 1.0 / counted(&since).max(n)).sqrt()
+        };
+        let wins = rate > kept * (1.0 + t.tolerance.max(WIN_NOISE_Z * noise));
         let moved = trial.fraction - self.incumbent;
         let grew = self.device_rate.unwrap_or(0.0) > 1.2 * trial.device_rate;
         // The opening: the end the first challenger points to is tried next.
@@ -719,11 +736,29 @@ mod tests {
     /// Runs `seconds` of the plant, one window at a time: the window's
     /// invocations follow the true throughput at the split routed then.
     fn drive(c: &mut SplitController, plant: &Plant, seconds: f64, clock: &mut Clock) {
+        drive_noisy(c, plant, seconds, clock, 0.0);
+    }
+
+    /// [`drive`], each window's throughput off by up to `noise` (relative,
+    /// uniform, from a fixed seed): a machine whose other work comes and
+    /// goes.
+    fn drive_noisy(
+        c: &mut SplitController,
+        plant: &Plant,
+        seconds: f64,
+        clock: &mut Clock,
+        noise: f64,
+    ) {
         let end = clock.t + seconds;
         let mut carry = 0.0;
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
         while clock.t < end - 1e-12 {
             let p = c.device_fraction();
-            let x = (plant.throughput)(p);
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let u = (seed >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+            let x = (plant.throughput)(p) * (1.0 + noise * u);
             let want = x * WINDOW + carry;
             let n = want.floor() as u64;
             carry = want - n as f64;
@@ -936,6 +971,39 @@ mod tests {
         drive(&mut c, &fast, 3.0, &mut clock);
         let p = c.kept_fraction();
         assert!(p > 0.75, "{p} {:?}", c.history());
+    }
+
+    #[test]
+    fn noisy_windows_do_not_send_probes_away_from_the_floor() {
+        // The interior floor of `stays_at_an_interior_floor` (p* = 1/3),
+        // each window's throughput off by up to ±15%: a probe of 2% that
+        // wins by noise must not count as a win (the next probe would go
+        // twice as far, and so on).
+        let plant = Plant {
+            throughput: Box::new(bathtub(8000.0, 4000.0)),
+            host_call_s: THREADS as f64 / 8000.0,
+            device_rate: Box::new(|_| 4000.0),
+            others: 0.0,
+        };
+        let mut c = adaptive();
+        let mut clock = Clock::default();
+        drive_noisy(&mut c, &plant, 0.5, &mut clock, 0.15);
+        let settled = c.history().len();
+        drive_noisy(&mut c, &plant, 3.0, &mut clock, 0.15);
+        let worst = c.history()[settled..]
+            .iter()
+            .map(|h| (h.device_fraction - 1.0 / 3.0).abs())
+            .fold(0.0, f64::max);
+        assert!(worst < 0.06, "{worst}: {:?}", c.history());
+        // The time-weighted throughput stays within 3% of the floor's.
+        let best = bathtub(8000.0, 4000.0)(1.0 / 3.0);
+        let mut c = adaptive();
+        let mut clock = Clock::default();
+        drive_noisy(&mut c, &plant, 0.5, &mut clock, 0.15);
+        let before = clock.events;
+        drive_noisy(&mut c, &plant, 3.0, &mut clock, 0.15);
+        let rate = (clock.events - before) / 3.0;
+        assert!(rate > 0.97 * best, "{rate} against {best}");
     }
 
     #[test]
