@@ -15,7 +15,7 @@ from . import _runtime as rt
 from ._fill import describe, flatten
 from ._first_probe import FirstProbe, Steps
 from ._modules import Analyzer, Filter, Producer
-from ._ordered import Ordered
+from ._ordered import Commit
 from ._progress import _Progress
 from ._shared_work import share_products
 from .errors import ConfigurationError, Interrupted, MissingBranchError, job_error, with_product_hint
@@ -106,7 +106,8 @@ class _Plan:
                 self.engine_label[(p, label)] = label if len(paths) == 1 else f"{label}@{p}"
 
         self.modules: list[dict[str, Any]] = []
-        self.ordered: list[Ordered[Any]] = []
+        #: holds each batch's parts until the batch succeeded
+        self.commit = Commit()
         self.hists: dict[str, Any] = {}
         self.outputs: list[ParquetOutput] = []
         self.offloaders: list[Offloader] = []
@@ -131,7 +132,7 @@ class _Plan:
                     self.modules[-1]["remote"] = off
             elif isinstance(m, Analyzer):
                 products, names = self._consumes(m.label, m.consumes)
-                runner = rt.analyzer_runner(m.label, m.fn, names, products)
+                runner = rt.analyzer_runner(m.label, m.fn, names, products, self.commit)
                 self._add(
                     "analyzer", m.label, runner, products, [], m.concurrency, m.resources, after=m.after
                 )
@@ -296,8 +297,8 @@ class _Plan:
             else:
                 state["total"] += part
 
-        ordered: Ordered[Any] = Ordered(consume)
-        self.ordered.append(ordered)
+        commit = self.commit
+        ordered = commit.ordered(consume)
         self.hists[h.name] = (state, template)
         fill_fn = h.fill
         columns = h.columns
@@ -324,14 +325,14 @@ class _Plan:
                         f"histogram '{name}' of {len(part.axes)} axes: cannot fill with {len(values)} "
                         f"value(s) ({what}){weighted} for {n} events: {type(e).__name__}: {e}"
                     ) from e
-            ordered.add(index, part)
+            commit.add(ordered, index, part)
 
         self._add("analyzer", label, run, products, [], "shared", [], after=h.after)
 
     def _add_output(self, label: str, out: ParquetOutput, select: list[str] | None) -> None:
         products, names = self._consumes(label, out.columns)
-        ordered: Ordered[Any] = Ordered(lambda _i, table: out._write(table))
-        self.ordered.append(ordered)
+        commit = self.commit
+        ordered = commit.ordered(lambda _i, table: out._write(table))
         self.outputs.append(out)
 
         def run(data: rt.BatchData, index: int, sel: rt.Selection, raw: list[Any]) -> None:
@@ -339,15 +340,14 @@ class _Plan:
             ev = rt.Events(label, data, sel, names, dict(zip(products, raw, strict=True)))
             if n == 0:
                 out._note_types(ev)
-                ordered.add(index, None)
+                commit.add(ordered, index, None)
                 return
-            ordered.add(index, out._table(ev))
+            commit.add(ordered, index, out._table(ev))
 
         self._add("output", label, run, products, [], "serial", [], after=select)
 
     def skip(self, index: int) -> None:
-        for o in self.ordered:
-            o.skip(index)
+        self.commit.skip(index)
 
 
 def _weight_sum(data: rt.BatchData, sel: Any) -> float:
@@ -535,8 +535,7 @@ def _run_plan(
         raise job_error(res, report)
 
     try:
-        for o in plan.ordered:
-            o.finish()
+        plan.commit.finish()
         written = {out.path: out._rows for out in outputs}
         for out in outputs:
             out._close()

@@ -5,13 +5,16 @@ histogram of one batch, the rows of one batch for a skim) are combined in
 *batch order*, so floating-point sums and written files are identical for
 any thread count. Every end-path module runs once per batch, so the next
 batch in order always arrives; at most the batches in flight wait.
+
+:class:`Commit` holds a batch's parts until every end module of the batch
+ran, so a batch that fails (``on_error="skip"``) adds nothing.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -57,3 +60,83 @@ class Ordered(Generic[T]):
     @property
     def waiting(self) -> int:
         return len(self._pending)
+
+
+class Commit:
+    """Holds each batch's parts until the batch has succeeded.
+
+    Every end-path module (histogram, output, analyzer) runs once on every
+    batch that succeeds, and once they all ran nothing of the batch runs
+    any more: the batch can no longer fail. Until then its parts (a
+    histogram's fill, a skim's rows) are held here; then they go to their
+    :class:`Ordered` accumulators at once. A batch that fails
+    (``on_error="skip"``) is reported through :meth:`skip`: its held parts
+    are dropped and parts handed in later (by end modules still running on
+    it) are ignored, so it contributes to nothing, as if its events had not
+    been read. Only batches in flight are held.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ends = 0
+        self._ordered: list[Ordered[Any]] = []
+        #: batch -> (end modules that ran on it, their parts)
+        self._held: dict[int, tuple[int, list[tuple[Ordered[Any], Any]]]] = {}
+        self._failed: set[int] = set()
+
+    def ordered(self, consume: Callable[[int, Any], None]) -> Ordered[Any]:
+        """A new accumulator fed by one end module, which calls :meth:`add`."""
+        o: Ordered[Any] = Ordered(consume)
+        self._ordered.append(o)
+        self._ends += 1
+        return o
+
+    def end_module(self) -> None:
+        """Counts an end module that hands in no part (an analyzer): it calls
+        :meth:`add` with no accumulator."""
+        self._ends += 1
+
+    def add(self, ordered: Ordered[Any] | None, index: int, part: Any) -> None:
+        """An end module ran on batch ``index``; ``part`` is its part for
+        ``ordered`` (``None``: nothing to add)."""
+        with self._lock:
+            if index in self._failed:
+                return
+            count, parts = self._held.pop(index, (0, []))
+            if ordered is not None:
+                parts.append((ordered, part))
+            if count + 1 < self._ends:
+                self._held[index] = (count + 1, parts)
+                return
+        # Every end module ran: the batch succeeded. Batches in order are
+        # serialized by each accumulator's own lock.
+        handed = {id(o) for o, _ in parts}
+        for o, p in parts:
+            o.add(index, p)
+        for o in self._ordered:
+            if id(o) not in handed:
+                o.add(index, None)
+
+    def skip(self, index: int) -> None:
+        """Batch ``index`` failed: none of its parts is added."""
+        with self._lock:
+            if index in self._failed:
+                return
+            self._failed.add(index)
+            self._held.pop(index, None)
+        for o in self._ordered:
+            o.skip(index)
+
+    def finish(self) -> None:
+        """The job ended: what a batch that did not finish left is dropped;
+        every accumulator consumes what it still holds, in order."""
+        with self._lock:
+            self._held.clear()
+        for o in self._ordered:
+            o.finish()
+
+    @property
+    def held(self) -> int:
+        """Batches whose parts are held."""
+        with self._lock:
+            return len(self._held)

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import awkward as ak
 import numpy as np
 
 from .errors import ModuleOutputError
+
+if TYPE_CHECKING:
+    from ._ordered import Commit
 
 Selection = np.ndarray | None
 
@@ -452,13 +455,23 @@ def narrow(data: BatchData, sel: Selection, mask: np.ndarray) -> tuple[Selection
 
 
 def analyzer_runner(
-    label: str, fn: Callable[[Events], Any], names: frozenset[str], products: Sequence[str]
+    label: str,
+    fn: Callable[[Events], Any],
+    names: frozenset[str],
+    products: Sequence[str],
+    commit: Commit | None = None,
 ) -> Callable[[BatchData, int, Selection, list[tuple[Selection, Any]]], None]:
+    """An analyzer on the end path; it tells ``commit`` when it ran on a
+    batch (the batch's parts are held until every end module ran)."""
+    if commit is not None:
+        commit.end_module()
+
     def run(data: BatchData, index: int, sel: Selection, raw: list[tuple[Selection, Any]]) -> None:
         n = data.n if sel is None else len(sel)
-        if n == 0:
-            return
-        fn(Events(label, data, sel, names, _inputs(products, raw)))
+        if n:
+            fn(Events(label, data, sel, names, _inputs(products, raw)))
+        if commit is not None:
+            commit.add(None, index, None)
 
     return run
 

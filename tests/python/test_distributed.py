@@ -139,8 +139,10 @@ def _same(a: ef.Result, b: ef.Result) -> None:
             assert np.array_equal(h.variances(flow=True), other.variances(flow=True)), name
 
 
-def _reference(paths: list[str]) -> dict[str, Any]:
-    """Plain numpy/awkward on the whole files: the selection and histograms."""
+def _reference(paths: list[str], exclude: tuple[int, int] | None = None) -> dict[str, Any]:
+    """Plain numpy/awkward on the whole files (without the events
+    ``exclude[0]`` to ``exclude[1] - 1`` of their concatenation): the
+    selection and histograms."""
     import uproot
 
     parts = []
@@ -150,6 +152,10 @@ def _reference(paths: list[str]) -> dict[str, Any]:
         else:
             parts.append(uproot.open(p)["Events"].arrays())
     ev = ak.concatenate(parts)
+    if exclude is not None:
+        keep = np.ones(len(ev), dtype=bool)
+        keep[exclude[0] : exclude[1]] = False
+        ev = ev[keep]
     muon = (
         ak.pad_none(ev.Muon_pt, 2)[:, :2],
         ak.pad_none(ev.Muon_eta, 2)[:, :2],
@@ -320,6 +326,50 @@ def test_module_error_names_module_file_and_entries(client: Any, files: dict[str
     [(file, start, stop)] = r.skipped_chunks[0]["entries"]
     assert file == root[0] and start == 1000
     assert r.events == 6_500 - (stop - start)
+
+
+def _failing_fill(proc: ef.Process, file: str, entry: int) -> ef.Process:
+    """Adds a histogram (an end-path module beside the others and the skim)
+    whose fill raises on the batch of ``file`` starting at ``entry``."""
+
+    def jets(ev: ef.Events) -> Any:
+        if ev.info.file == file and ev.info.entry_start == entry:
+            raise ValueError("bad fill batch")
+        return ev.Jet_pt
+
+    proc.histogram("jets_checked", fill=jets, consumes=["Jet_pt"], bins=40, range=(0, 200))
+    return proc
+
+
+def test_skipped_batch_contributes_nothing_on_a_cluster(
+    client: Any, files: dict[str, list[str]], tmp_path: Path
+) -> None:
+    """on_error="skip" on a cluster: the batch whose histogram fill fails
+    adds nothing to any histogram, the cut-flow or the skim, as in one
+    process and as numpy without that batch's events."""
+    paths = files["parquet"]
+    src = ef.source.parquet(paths, step_size=STEP)
+
+    def analysis(skim: str) -> ef.Process:
+        return _failing_fill(_analysis(src, skim), paths[0], 1000)
+
+    single = analysis(str(tmp_path / "single.parquet")).run(threads=2, on_error="skip", filter_order=FIXED)
+    dist = analysis(str(tmp_path / "skim")).run(
+        client=client, chunk_size=2 * STEP, on_error="skip", filter_order=FIXED
+    )
+    assert single.failed_batches == dist.failed_batches == [1]
+    _same(single, dist)
+    ref = _reference(paths, exclude=(1000, 2000))  # row group 1 of the first file: batch 1
+    assert dist.events == ref["events"] == dist.cutflow["sel"].events
+    assert dist.cutflow["sel"].passed == ref["passed"]
+    assert np.array_equal(dist.histograms["jet_pt"].values(), ref["jet_pt"])
+    assert np.array_equal(dist.histograms["jets_checked"].values(), ref["jet_pt"])
+    assert np.array_equal(dist.histograms["met"].values(), ref["met"])
+    assert np.allclose(dist.histograms["mll"].values(), ref["mll"], rtol=1e-12, atol=0)
+    rows = read_skim(str(tmp_path / "skim"))
+    assert rows.equals(pq.read_table(tmp_path / "single.parquet"))
+    assert np.array_equal(rows.column("event").to_numpy(), ref["event"])
+    assert json.loads((tmp_path / "skim" / MANIFEST).read_text())["rows"] == len(ref["event"])
 
 
 def test_missing_dependency_on_workers_is_a_clear_error(client: Any) -> None:
