@@ -372,6 +372,37 @@ def test_skipped_batch_contributes_nothing_on_a_cluster(
     assert json.loads((tmp_path / "skim" / MANIFEST).read_text())["rows"] == len(ref["event"])
 
 
+def test_empty_skim_keeps_its_types_on_a_cluster(
+    client: Any, files: dict[str, list[str]], tmp_path: Path
+) -> None:
+    """No event passes: the distributed skim reads back with the columns'
+    types, as the single-process skim does, not as null columns."""
+
+    def analysis(skim: str) -> ef.Process:
+        proc = ef.Process("none")
+        proc.source = ef.source.parquet(files["parquet"], step_size=STEP)
+
+        @proc.filter(consumes=["MET_pt"])
+        def nothing(ev: ef.Events) -> np.ndarray:
+            return ev.MET_pt < 0
+
+        proc.path("sel", [nothing])
+        proc.output(ef.output.parquet(skim, columns=["event", "MET_pt", "Jet_pt"]), select="sel")
+        return proc
+
+    single = analysis(str(tmp_path / "single.parquet")).run(threads=1)
+    dist = analysis(str(tmp_path / "skim")).run(client=client, chunk_size=2 * STEP)
+    assert single.outputs[str(tmp_path / "single.parquet")] == dist.outputs[str(tmp_path / "skim")] == 0
+    expected = pq.read_table(tmp_path / "single.parquet")
+    rows = read_skim(str(tmp_path / "skim"))
+    assert rows.num_rows == 0 and rows.column_names == ["event", "MET_pt", "Jet_pt"]
+    assert not any(pa.types.is_null(t) for t in rows.schema.types), rows.schema
+    assert rows.schema.equals(expected.schema, check_metadata=False), (rows.schema, expected.schema)
+    assert pa.types.is_list(rows.schema.field("Jet_pt").type) or pa.types.is_large_list(
+        rows.schema.field("Jet_pt").type
+    )
+
+
 def test_missing_dependency_on_workers_is_a_clear_error(client: Any) -> None:
     def factory() -> ef.Process:
         import evflow_no_such_module  # noqa: F401

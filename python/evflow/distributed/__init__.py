@@ -33,7 +33,10 @@ __all__ = ["MANIFEST", "Chunk", "ChunkFeed", "Piece", "plan_chunks", "read_skim"
 
 def read_skim(directory: str) -> object:
     """The rows of a distributed skim as one ``pyarrow.Table``, parts in
-    chunk order (as the manifest lists them)."""
+    chunk order (as the manifest lists them); a skim no event reached has
+    no row and its columns' types (null columns for a manifest of an
+    earlier version, which has no types)."""
+    import base64
     import json
     import os
 
@@ -44,5 +47,8 @@ def read_skim(directory: str) -> object:
         manifest = json.load(f)
     tables = [pq.read_table(os.path.join(directory, p["file"])) for p in manifest["parts"] if p["file"]]
     if not tables:
+        if "schema" in manifest:  # the columns' types, as a single-process skim keeps them
+            schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(manifest["schema"])))
+            return schema.empty_table()
         return pa.table({c: pa.array([], pa.null()) for c in manifest["columns"]})
     return pa.concat_tables(tables)

@@ -19,7 +19,7 @@ from typing import Any
 
 from .chunks import Chunk
 
-__all__ = ["Merger", "merge_reports"]
+__all__ = ["Merger", "merge_reports", "merge_types"]
 
 
 class Merger:
@@ -34,6 +34,9 @@ class Merger:
         self.failed: list[int] = []
         self.totals: dict[str, Any] = dict.fromkeys(hist_names)
         self.skims: list[list[dict[str, Any]]] = [[] for _ in range(n_skims)]
+        #: per skim, its columns' types (serialized Arrow schema): the first
+        #: chunk that knew a column's type gives it
+        self.skim_schemas: list[bytes | None] = [None] * n_skims
         self.reports: list[dict[str, Any]] = []
         self.summaries: list[dict[str, Any]] = []
         self.events = 0
@@ -76,6 +79,8 @@ class Merger:
                     "entries": [[p.file, p.start, p.stop] for p in chunk.pieces],
                 }
             )
+        for i, schema in enumerate(r.get("skim_schemas") or []):
+            self.skim_schemas[i] = merge_types(self.skim_schemas[i], schema)
         self.events += int(r["events"])
         self.reports.append(r["report"])
         self.summaries.append(
@@ -91,6 +96,21 @@ class Merger:
                 "seeded": r.get("seeded"),
             }
         )
+
+
+def merge_types(have: bytes | None, new: bytes | None) -> bytes | None:
+    """Two serialized Arrow schemas of the same skim as one: each column
+    keeps the type ``have`` gives it unless that is null (a chunk in which
+    no event told the type), then takes ``new``'s."""
+    if new is None or have is None:
+        return have if new is None else new
+    import pyarrow as pa
+
+    a, b = (pa.ipc.read_schema(pa.py_buffer(x)) for x in (have, new))
+    if not any(pa.types.is_null(f.type) for f in a):
+        return have
+    fields = [b.field(f.name) if pa.types.is_null(f.type) and f.name in b.names else f for f in a]
+    return bytes(pa.schema(fields).serialize().to_pybytes())
 
 
 def merge_reports(

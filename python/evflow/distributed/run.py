@@ -4,6 +4,7 @@ manifests."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
 import hashlib
@@ -181,14 +182,20 @@ def _prepare_skim_dir(path: str) -> None:
             os.remove(os.path.join(path, name))
 
 
-def _finish_skim(path: str, proc: Process, columns: list[str], parts: list[dict[str, Any]]) -> int:
+def _finish_skim(
+    path: str, proc: Process, columns: list[str], parts: list[dict[str, Any]], schema: bytes | None
+) -> int:
     rows = sum(p["rows"] for p in parts)
-    manifest = {
+    manifest: dict[str, Any] = {
         "process": proc.name,
         "columns": columns,
         "rows": rows,
         "parts": parts,
     }
+    if schema is not None:
+        # The columns' types (an Arrow IPC schema, base64): a skim no event
+        # reaches has no part to tell them.
+        manifest["schema"] = base64.b64encode(schema).decode("ascii")
     tmp = os.path.join(path, f".{MANIFEST}.partial-{os.getpid()}")
     with open(tmp, "w") as f:
         json.dump(manifest, f, indent=1)
@@ -429,7 +436,7 @@ def run(
 
     written = {}
     for i, ((out, _sel), d) in enumerate(zip(proc.outputs, skim_dirs, strict=True)):
-        written[d] = _finish_skim(d, proc, list(out.columns), merger.skims[i])
+        written[d] = _finish_skim(d, proc, list(out.columns), merger.skims[i], merger.skim_schemas[i])
     wall = time.perf_counter() - t0
     summaries = merger.summaries
     report = merge_reports(

@@ -177,10 +177,12 @@ def run_chunk(
         kind = "module" if isinstance(e, ModuleError) else "input"
         return {"error": _failure(chunk, kind, message, e, **extra)}
     written = []
+    schemas: list[bytes | None] = []
     for part in parts:
         rows = res.outputs.get(part.path, 0)
+        schemas.append(_schema(part.path))
         if rows == 0:
-            # No row: no file (an empty part would carry a schema of nulls).
+            # No row: no file; its columns' types go to the manifest.
             with contextlib.suppress(FileNotFoundError):
                 os.remove(part.path)
             written.append((None, 0))
@@ -197,6 +199,7 @@ def run_chunk(
         "raw": res.raw,
         "report": res.report,
         "skims": written,
+        "skim_schemas": schemas,
         "worker": host,
         "wall_s": wall,
         # outside the engine's event loop: setup, start, results
@@ -204,6 +207,16 @@ def run_chunk(
         "order": {p.path: p.order for p in res.cutflow if p.reorderable},
         "seeded": seed or None,
     }
+
+
+def _schema(path: str) -> bytes | None:
+    """The Arrow schema of a skim part, serialized (``None``: unreadable)."""
+    import pyarrow.parquet as pq
+
+    try:
+        return bytes(pq.read_schema(path).remove_metadata().serialize().to_pybytes())
+    except (OSError, ValueError):
+        return None
 
 
 #: Storages whose bins an unweighted fill adds 1 to: sums of counts.
