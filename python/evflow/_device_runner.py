@@ -166,6 +166,7 @@ class SplitRunner:
             **self.stats.to_dict(),
             "split_mode": self.split.mode,
             "device_fraction": self.split.device_fraction,
+            "kept_fraction": self.split.kept_fraction,
             "split_history": self.split.history(),
         }
 

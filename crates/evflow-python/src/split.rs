@@ -86,6 +86,13 @@ impl SplitController {
         self.with(|c| c.device_fraction())
     }
 
+    /// The split the controller kept: the current fraction, or, while a
+    /// challenger is measured, the one it returns to if the challenger loses.
+    #[getter]
+    fn kept_fraction(&self) -> f64 {
+        self.with(|c| c.kept_fraction())
+    }
+
     /// `"adaptive"` or `"fixed:P"`.
     #[getter]
     fn mode(&self) -> String {
