@@ -6,7 +6,6 @@
 //! the oldest task of another core, else takes from the injector.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Arc;
 
 use evflow_core::graph::Graph;
@@ -16,8 +15,13 @@ use evflow_core::{
     Source, SourceProducts, StepReport, TraceSlice,
 };
 
+use crate::machine::{Costs, Machine};
 use crate::options::SimOptions;
+use crate::queues::{Indexed, Queues};
 use crate::time::Time;
+
+#[cfg(test)]
+mod tests;
 
 /// What the simulation knows about the modules and the input.
 pub(crate) struct Model {
@@ -37,6 +41,12 @@ pub(crate) struct ClockRun {
     pub module_busy_s: Vec<f64>,
     pub events: u64,
     pub event_ids: Vec<EventId>,
+    /// Task completions the clock went through.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub steps: u64,
+    /// Cores and bitmap words looked at to hand out tasks ([`Queues::looked_at`]).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub looked_at: u64,
 }
 
 /// Events visited and passed, per path, with the same per step.
@@ -83,6 +93,15 @@ impl Observer for Tally {
 
 pub(crate) fn run(
     graph: Arc<Graph>,
+    model: Model,
+    options: &SimOptions,
+) -> Result<ClockRun, RunError> {
+    run_on::<Indexed>(graph, model, options)
+}
+
+/// [`run`] with the given bookkeeping of idle cores and deques.
+pub(crate) fn run_on<Q: Queues>(
+    graph: Arc<Graph>,
     mut model: Model,
     options: &SimOptions,
 ) -> Result<ClockRun, RunError> {
@@ -117,7 +136,8 @@ pub(crate) fn run(
     let mut event_ids = Vec::new();
     let mut reads = 0u64;
 
-    let mut machine = Machine::new(options.cores, options.trace);
+    let mut machine = Machine::<Q>::new(options.cores, options.trace);
+    let mut steps = 0u64;
     let mut now = 0.0f64;
     let mut last = 0.0f64;
     let mut profile = vec![0f64; 1];
@@ -180,6 +200,7 @@ pub(crate) fn run(
                 report: Box::default(),
             });
         };
+        steps += 1;
         now = t;
         tally.now.set(now);
         accumulate(&mut profile, machine.modules_running, now - last);
@@ -266,9 +287,9 @@ pub(crate) fn run(
                 };
                 machine.start(core, next, now, &ctx, &mut module_busy_s, &mut admit);
             }
-            None => machine.idle.push(core),
+            None => machine.queues.push_idle(core),
         }
-        machine.deques[core].extend(follow_ups);
+        machine.queues.push_tasks(core, follow_ups);
     }
     let busy_s = machine.busy_s;
     let trace = machine.trace.take().unwrap_or_default();
@@ -339,150 +360,9 @@ pub(crate) fn run(
         module_busy_s,
         events,
         event_ids,
+        steps,
+        looked_at: machine.queues.looked_at(),
     })
-}
-
-/// What a task's duration depends on.
-#[derive(Clone, Copy)]
-struct Costs<'a> {
-    costs: &'a [Option<CostModel>],
-    slot_index: &'a [u64],
-    options: &'a SimOptions,
-    /// Device invocations put their products only: no host cost.
-    device: Option<&'a crate::device::SimDevice>,
-}
-
-impl Costs<'_> {
-    /// Duration of a task that starts now.
-    fn duration(&self, task: &Task) -> f64 {
-        match *task {
-            Task::Read { .. } => self.options.read_s,
-            Task::Module {
-                phase: Phase::Acquire,
-                ..
-            } => self.options.overhead_s,
-            Task::Module { slot, module, .. }
-                if self.device.is_some_and(|d| d.on_device(slot, module)) =>
-            {
-                self.options.overhead_s
-            }
-            Task::Module { slot, module, .. } => {
-                self.costs[module]
-                    .as_ref()
-                    .map_or(0.0, |cost| cost(self.slot_index[slot]))
-                    + self.options.overhead_s
-            }
-            Task::Transitions(_) | Task::Finished => 0.0,
-        }
-    }
-}
-
-/// The simulated cores: what each runs (and since when), their deques of
-/// spawned tasks, the injector for tasks from outside, and the clock's
-/// pending completions.
-struct Machine {
-    heap: BinaryHeap<Reverse<(Time, u64, usize)>>,
-    running: Vec<Option<(Task, f64)>>,
-    idle: Vec<usize>,
-    deques: Vec<VecDeque<Task>>,
-    injector: VecDeque<Task>,
-    sequence: u64,
-    modules_running: usize,
-    busy_s: f64,
-    trace: Option<Vec<TraceSlice>>,
-}
-
-/// Whether a task may start; if not, the tasks to run instead are pushed.
-type Admit<'a> = dyn FnMut(&Task, &mut Vec<Task>) -> bool + 'a;
-
-impl Machine {
-    fn new(cores: usize, trace: bool) -> Self {
-        Self {
-            heap: BinaryHeap::new(),
-            running: vec![None; cores],
-            idle: (0..cores).rev().collect(),
-            deques: vec![VecDeque::new(); cores],
-            injector: VecDeque::new(),
-            sequence: 0,
-            modules_running: 0,
-            busy_s: 0.0,
-            trace: trace.then(Vec::new),
-        }
-    }
-
-    /// Starts `task` on `core`, unless `admit` withdraws it (a path that
-    /// had not started took a newer plan, [`Coordinator::replan`]): then the
-    /// core goes on with the first task of the new plan, as a thread does.
-    fn start(
-        &mut self,
-        core: usize,
-        mut task: Task,
-        now: f64,
-        costs: &Costs<'_>,
-        module_busy_s: &mut [f64],
-        admit: &mut Admit<'_>,
-    ) {
-        let mut instead = Vec::new();
-        while !admit(&task, &mut instead) {
-            let mut tasks = instead.drain(..);
-            let Some(next) = tasks.next() else {
-                self.idle.push(core);
-                return;
-            };
-            self.deques[core].extend(tasks);
-            task = next;
-        }
-        let duration = costs.duration(&task);
-        if let Task::Module { module, .. } = task {
-            self.modules_running += 1;
-            module_busy_s[module] += duration;
-            self.busy_s += duration;
-        }
-        self.heap
-            .push(Reverse((Time(now + duration), self.sequence, core)));
-        self.sequence += 1;
-        self.running[core] = Some((task, now));
-    }
-
-    /// Work-stealing order of a rayon worker: its own deque newest first,
-    /// then the oldest task of another core, then the injector.
-    fn find_work(&mut self, core: usize) -> Option<Task> {
-        if let Some(task) = self.deques[core].pop_back() {
-            return Some(task);
-        }
-        let n = self.deques.len();
-        for offset in 1..n {
-            if let Some(task) = self.deques[(core + offset) % n].pop_front() {
-                return Some(task);
-            }
-        }
-        self.injector.pop_front()
-    }
-
-    fn assign_idle(
-        &mut self,
-        now: f64,
-        costs: &Costs<'_>,
-        module_busy_s: &mut [f64],
-        admit: &mut Admit<'_>,
-    ) {
-        let mut still_idle = Vec::new();
-        while let Some(core) = self.idle.pop() {
-            match self.find_work(core) {
-                Some(task) => self.start(core, task, now, costs, module_busy_s, admit),
-                None => {
-                    still_idle.push(core);
-                    // Nothing queued anywhere: the other idle cores find nothing either.
-                    if self.injector.is_empty() && self.deques.iter().all(VecDeque::is_empty) {
-                        break;
-                    }
-                }
-            }
-        }
-        // Keep the lowest-numbered idle core first, for determinism.
-        self.idle.extend(still_idle.into_iter().rev());
-        self.idle.sort_unstable_by(|a, b| b.cmp(a));
-    }
 }
 
 fn accumulate(profile: &mut Vec<f64>, running: usize, dt: f64) {

@@ -26,8 +26,11 @@
 
 mod bounds;
 mod clock;
+mod core_set;
 mod device;
+mod machine;
 mod options;
+mod queues;
 mod simulate;
 mod time;
 
