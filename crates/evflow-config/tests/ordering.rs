@@ -183,7 +183,7 @@ fn ordering_errors_name_the_key_at_fault() {
                 r#"after = [["twin", "mid"]]"#,
                 r#"after = [["twin", "mid"], ["mid", "twin"]]"#,
             ),
-            "dependency cycle among modules",
+            "path 'sel': the 'after' constraints form a cycle: mid -> twin -> mid",
         ),
         (
             PIPELINE.replace(

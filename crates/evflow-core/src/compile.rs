@@ -20,8 +20,24 @@ pub enum ConfigError {
     MissingProduct { module: String, product: String },
     #[error("module '{module}' declares product instance '{instance}' twice")]
     DuplicateProduct { module: String, instance: String },
-    #[error("dependency cycle among modules: {}", .0.join(" -> "))]
+    /// Modules that need each other's products, in running order: each
+    /// reads a product of the one before; the last is the first again.
+    #[error(
+        "dependency cycle among modules: {} (each reads a product of the one before)",
+        .0.join(" -> ")
+    )]
     Cycle(Vec<String>),
+    /// The order constraints of a path allow no order: each step of
+    /// `cycle` must run before the next (the last is the first again), by
+    /// an `after` constraint or, for the pairs in `data`
+    /// (`(earlier, later)`), because the later step needs the earlier's
+    /// products.
+    #[error("{}", path_cycle_message(.path, .cycle, .data))]
+    PathCycle {
+        path: String,
+        cycle: Vec<String>,
+        data: Vec<(String, String)>,
+    },
     #[error("{kind} '{path}' names unknown module '{module}'")]
     UnknownPathModule {
         kind: &'static str,
@@ -365,10 +381,15 @@ fn path_precedence(
     for (later, earlier) in &path.after {
         let (a, b) = (position(earlier)?, position(later)?);
         if a == b {
-            return Err(ConfigError::Cycle(vec![later.clone(), later.clone()]));
+            return Err(ConfigError::PathCycle {
+                path: path.name.clone(),
+                cycle: vec![later.clone(), later.clone()],
+                data: Vec::new(),
+            });
         }
         edges.push((a, b));
     }
+    let declared = edges.clone();
     // Data: step b needs step a if a's module is among b's transitive prerequisites.
     for (b, &mb) in steps.iter().enumerate() {
         let mut seen = vec![false; nodes.len()];
@@ -417,13 +438,72 @@ fn path_precedence(
         }
     }
     if placed < n {
-        let cyclic: Vec<String> = (0..n)
-            .filter(|&i| indegree[i] > 0)
-            .map(|i| nodes[steps[i]].label.clone())
+        let cycle = constraint_cycle(&edges, &indegree);
+        let label = |i: usize| nodes[steps[i]].label.clone();
+        let data = cycle
+            .windows(2)
+            .filter(|pair| !declared.contains(&(pair[0], pair[1])))
+            .map(|pair| (label(pair[0]), label(pair[1])))
             .collect();
-        return Err(ConfigError::Cycle(cyclic));
+        return Err(ConfigError::PathCycle {
+            path: path.name.clone(),
+            cycle: cycle.into_iter().map(label).collect(),
+            data,
+        });
     }
     Ok(edges)
+}
+
+/// One cycle among the (earlier, later) `edges` of the steps left with an
+/// `indegree > 0` once every step that could be placed was: each such step
+/// has such a predecessor, so walking back from one repeats a step. The
+/// cycle in running order, from its first written step, closed by it.
+fn constraint_cycle(edges: &[(usize, usize)], indegree: &[usize]) -> Vec<usize> {
+    let blocked = |i: usize| indegree[i] > 0;
+    let start = (0..indegree.len())
+        .find(|&i| blocked(i))
+        .expect("a blocked step");
+    let mut walk = vec![start];
+    let mut seen = vec![usize::MAX; indegree.len()];
+    seen[start] = 0;
+    let mut at = start;
+    loop {
+        let &(before, _) = edges
+            .iter()
+            .find(|&&(a, b)| b == at && blocked(a))
+            .expect("a blocked step has a blocked predecessor");
+        if seen[before] != usize::MAX {
+            let mut cycle = walk.split_off(seen[before]);
+            cycle.reverse();
+            let first = (0..cycle.len()).min_by_key(|&i| cycle[i]).unwrap_or(0);
+            cycle.rotate_left(first);
+            cycle.push(cycle[0]);
+            return cycle;
+        }
+        seen[before] = walk.len();
+        walk.push(before);
+        at = before;
+    }
+}
+
+fn path_cycle_message(path: &str, cycle: &[String], data: &[(String, String)]) -> String {
+    let mut message = format!(
+        "path '{path}': the 'after' constraints form a cycle{}: {}",
+        if data.is_empty() {
+            ""
+        } else {
+            " with the data dependencies"
+        },
+        cycle.join(" -> ")
+    );
+    if !data.is_empty() {
+        let needs: Vec<String> = data
+            .iter()
+            .map(|(earlier, later)| format!("'{later}' needs products of '{earlier}'"))
+            .collect();
+        message += &format!(" ({})", needs.join("; "));
+    }
+    message
 }
 
 fn check_concurrency(m: &ModuleDesc) -> Result<(), ConfigError> {
@@ -463,7 +543,8 @@ fn check_concurrency(m: &ModuleDesc) -> Result<(), ConfigError> {
     }
 }
 
-/// Returns one dependency cycle (as module indices) if the graph has one.
+/// Returns one dependency cycle (as module indices, in running order:
+/// each consumes a product of the one before) if the graph has one.
 fn find_cycle(nodes: &[ModuleNode]) -> Option<Vec<usize>> {
     // Iterative depth-first search with colours: 0 new, 1 on stack, 2 done.
     let mut colour = vec![0u8; nodes.len()];
@@ -491,8 +572,8 @@ fn find_cycle(nodes: &[ModuleNode]) -> Option<Vec<usize>> {
                             cycle.push(at);
                             at = parent[at];
                         }
+                        // dep, its consumer on the stack, ..., dep: running order.
                         cycle.push(dep);
-                        cycle.reverse();
                         return Some(cycle);
                     }
                     _ => {}

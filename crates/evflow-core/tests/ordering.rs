@@ -265,8 +265,35 @@ fn cyclic_constraints_are_a_configuration_error() {
             .after("c", "b")
             .after("a", "c"),
     );
+    // The path, the constraints and the cycle itself, in running order.
     match p.compile() {
-        Err(ConfigError::Cycle(members)) => assert_eq!(members.len(), 3, "{members:?}"),
+        Err(e @ ConfigError::PathCycle { .. }) => assert_eq!(
+            e.to_string(),
+            "path 'p': the 'after' constraints form a cycle: a -> b -> c -> a"
+        ),
+        other => panic!("expected a cycle, got {other:?}"),
+    }
+    // Steps that only wait behind the cycle are not part of it.
+    let mut p = Process::new("cycle-and-more");
+    p.set_source(EmptySource::new(1));
+    for l in ["first", "x", "y", "z", "w"] {
+        p.add(synthetic::filter(l, Timing::zero(), &[], 0.5, 1));
+    }
+    p.add_path(
+        PathDesc::new("sel", ["first", "x", "y", "z", "w"])
+            .reorderable(true)
+            .after("x", "first")
+            .after("w", "x")
+            .after("z", "y")
+            .after("y", "w")
+            .after("w", "z"),
+    );
+    match p.compile() {
+        Err(ConfigError::PathCycle { path, cycle, data }) => {
+            assert_eq!(path, "sel");
+            assert_eq!(cycle, ["y", "z", "w", "y"]);
+            assert!(data.is_empty());
+        }
         other => panic!("expected a cycle, got {other:?}"),
     }
     // A data dependency against an explicit constraint is a cycle too.
@@ -279,7 +306,23 @@ fn cyclic_constraints_are_a_configuration_error() {
             .reorderable(true)
             .after("a", "b"),
     );
-    assert!(matches!(p.compile(), Err(ConfigError::Cycle(_))));
+    match p.compile() {
+        Err(e @ ConfigError::PathCycle { .. }) => assert_eq!(
+            e.to_string(),
+            "path 'p': the 'after' constraints form a cycle with the data dependencies: \
+             a -> b -> a ('b' needs products of 'a')"
+        ),
+        other => panic!("expected a cycle, got {other:?}"),
+    }
+    // A step after itself.
+    let mut p = Process::new("self");
+    p.set_source(EmptySource::new(1));
+    p.add(synthetic::filter("a", Timing::zero(), &[], 0.5, 1));
+    p.add_path(PathDesc::new("p", ["a"]).reorderable(true).after("a", "a"));
+    assert_eq!(
+        p.compile().unwrap_err().to_string(),
+        "path 'p': the 'after' constraints form a cycle: a -> a"
+    );
 }
 
 // ------------------------------------------------------------ driving the planner
