@@ -25,12 +25,26 @@ pub struct SimulateArgs {
     pub times_from: Option<PathBuf>,
 }
 
+/// The largest `--overhead-ns`: one second per module execution, far
+/// beyond any scheduler (a few hundred ns are measured).
+const MAX_OVERHEAD_NS: f64 = 1e9;
+
 pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
-    if !args.overhead_ns.is_finite() || args.overhead_ns < 0.0 {
+    if !(0.0..=MAX_OVERHEAD_NS).contains(&args.overhead_ns) {
         return Err(format!(
-            "--overhead-ns must be a finite number >= 0, not {}",
-            args.overhead_ns
+            "--overhead-ns must be a number from 0 to {MAX_OVERHEAD_NS:e} (1 s per module \
+             execution), not {}",
+            if args.overhead_ns.abs() < 1e15 {
+                format!("{}", args.overhead_ns)
+            } else {
+                format!("{:e}", args.overhead_ns)
+            }
         ));
+    }
+    if args.workload.events == Some(0) {
+        return Err(
+            "--events must be at least 1: a simulation of no events predicts nothing".into(),
+        );
     }
     crate::check_parallel(args.cores, "--cores")?;
     crate::check_parallel(args.events_in_flight, "--events-in-flight")?;
@@ -151,9 +165,22 @@ fn apply_times(process: &mut evflow_core::Process, times: &HashMap<String, f64>)
     matched
 }
 
+/// An upper bound on throughput, 12 characters wide; none when nothing limits it.
+fn bound(events_s: f64) -> String {
+    if events_s.is_finite() {
+        format!("{events_s:>12.2}")
+    } else {
+        format!("{:>12}", "none")
+    }
+}
+
 fn print(sim: &evflow_sim::Simulation) {
     let r = &sim.report;
     let b = &sim.bounds;
+    if r.events == 0 {
+        println!("no prediction: the configuration has no events to simulate (give --events N)");
+        return;
+    }
     println!(
         "predicted: {:.2} events/s on {} cores with {} events in flight ({} events, {:.3} s simulated in {:.3} s: {:.0}x real time)",
         r.throughput_ev_s,
@@ -167,25 +194,32 @@ fn print(sim: &evflow_sim::Simulation) {
     println!("core utilisation: {:.1}%", 100.0 * sim.core_utilisation);
     println!("bounds (events/s):");
     println!(
-        "  work / cores:                 {:>12.2}   ({:.6} s of work per event)",
-        b.work_bound_ev_s, b.work_per_event_s
+        "  work / cores:                 {}   ({:.6} s of work per event)",
+        bound(b.work_bound_ev_s),
+        b.work_per_event_s
     );
     println!(
-        "  events in flight / crit.path: {:>12.2}   ({:.6} s critical path per event)",
-        b.critical_path_bound_ev_s, b.critical_path_s
+        "  events in flight / crit.path: {}   ({:.6} s critical path per event)",
+        bound(b.critical_path_bound_ev_s),
+        b.critical_path_s
     );
     match &b.busiest_resource {
         Some(name) => println!(
-            "  busiest serial resource:      {:>12.2}   ({name}: {:.6} s per event)",
-            b.resource_bound_ev_s, b.busiest_resource_s
+            "  busiest serial resource:      {}   ({name}: {:.6} s per event)",
+            bound(b.resource_bound_ev_s),
+            b.busiest_resource_s
         ),
         None => println!("  busiest serial resource:      (none: every module is shared)"),
     }
-    println!(
-        "  => at most {:.2} events/s; predicted {:.1}% of it",
-        b.bound_ev_s,
-        100.0 * r.throughput_ev_s / b.bound_ev_s
-    );
+    if b.bound_ev_s.is_finite() {
+        println!(
+            "  => at most {:.2} events/s; predicted {:.1}% of it",
+            b.bound_ev_s,
+            100.0 * r.throughput_ev_s / b.bound_ev_s
+        );
+    } else {
+        println!("  => no bound: the events take no simulated time");
+    }
     if !sim.limiters.is_empty() {
         println!("serial and exclusive limiters (busy fraction):");
         for l in sim.limiters.iter().take(5) {

@@ -639,6 +639,73 @@ fn simulate_predicts_and_reports_bounds() {
     assert!(text.contains("cut-flow of path"), "{text}");
 }
 
+/// `evflow simulate` refuses `-n 0` and out-of-range overheads by name,
+/// and prints no infinite bounds: a file without events says there is no
+/// prediction, events that take no time have no bound.
+#[test]
+fn simulate_refuses_what_it_cannot_predict() {
+    let demo = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/configs/demo.toml"
+    );
+    for (args, expected) in [
+        (
+            vec!["-n", "0"],
+            "--events must be at least 1: a simulation of no events predicts nothing",
+        ),
+        (
+            vec!["--overhead-ns", "1e300"],
+            "--overhead-ns must be a number from 0 to 1e9 (1 s per module execution), not 1e300",
+        ),
+        (vec!["--overhead-ns", "inf"], "--overhead-ns must be"),
+        (vec!["--overhead-ns", "2e9"], "--overhead-ns must be"),
+    ] {
+        let mut all = vec!["simulate", demo];
+        all.extend(&args);
+        let out = evflow(&all);
+        assert!(!out.status.success(), "{args:?} should fail");
+        assert!(
+            stderr(&out).contains(expected),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        assert!(stdout(&out).is_empty(), "{args:?}: {}", stdout(&out));
+    }
+    let out = evflow(&["simulate", demo, "--overhead-ns", "1e9", "-n", "10"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let dir = scratch("simulate-nothing");
+    let instant = "[[module]]\nlabel = \"a\"\ntype = \"producer\"\n\
+                   [[module]]\nlabel = \"f\"\ntype = \"filter\"\nconsumes = [\"a\"]\n\
+                   [[path]]\nname = \"p\"\nmodules = [\"f\"]\n";
+    let none = write(
+        &dir,
+        "none.toml",
+        &format!("[process]\nevents = 0\n{instant}"),
+    );
+    let out = evflow(&["simulate", &none]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("no prediction: the configuration has no events"),
+        "{text}"
+    );
+    assert!(!text.contains("inf"), "{text}");
+    let free = write(
+        &dir,
+        "free.toml",
+        &format!("[process]\nevents = 5\n{instant}"),
+    );
+    let out = evflow(&["simulate", &free, "--overhead-ns", "0"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("no bound: the events take no simulated time"),
+        "{text}"
+    );
+    assert!(!text.contains("inf"), "{text}");
+}
+
 /// Without `--cores` and `-k`, `evflow simulate` takes the configuration's
 /// threads and events in flight, as `evflow run` does, not one at a time.
 #[test]

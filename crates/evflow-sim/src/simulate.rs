@@ -47,10 +47,12 @@ pub fn simulate(mut process: Process, options: &SimOptions) -> Result<Simulation
             "cores, events in flight and concurrent luminosity blocks must be at least 1".into(),
         ));
     }
-    if !(options.overhead_s >= 0.0 && options.read_s >= 0.0) {
-        return Err(SimError::Options(
-            "overhead and read time must be >= 0".into(),
-        ));
+    let seconds = |s: f64| s.is_finite() && s >= 0.0;
+    if !(seconds(options.overhead_s) && seconds(options.read_s)) {
+        return Err(SimError::Options(format!(
+            "overhead and read time must be finite and >= 0, not {:e} s and {:e} s",
+            options.overhead_s, options.read_s
+        )));
     }
     let graph = Arc::new(process.compile().map_err(RunError::from)?);
     let model = clock::Model {
