@@ -1,27 +1,16 @@
 //! `evflow run` with device modules: the device options, the notice, the
 //! devices section of the report.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-fn evflow(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_evflow"))
-        .args(args)
-        .output()
-        .expect("the evflow binary runs")
-}
+use common::*;
+use std::path::PathBuf;
 
 fn example() -> String {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     root.join("examples/configs/device.toml")
         .to_string_lossy()
         .into_owned()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("evflow-dev-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 const FAST: [&str; 6] = ["--time-scale", "0.01", "-n", "100", "--threads", "2"];
@@ -52,8 +41,7 @@ fn emulated_device_run_reports_its_device_modules() {
         stdout.contains("device module tracking on emulated:0: 50 host + 50 device calls"),
         "{stdout}"
     );
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let doc = read_json(&report);
     let d = &doc["devices"][0];
     assert_eq!(d["label"], "tracking");
     assert_eq!(d["device_calls"], 50);

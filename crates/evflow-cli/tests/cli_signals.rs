@@ -1,0 +1,231 @@
+//! Signals and pipes: a first Ctrl-C stops gracefully, a second ends the
+//! run, a closed pipe ends the command quietly.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+use std::process::Command;
+
+/// A job that runs until stopped: `events` events of `seconds` of sleep.
+fn endless(seconds: f64) -> String {
+    format!(
+        r#"
+[process]
+name = "endless"
+events = 1000000
+work = "sleep"
+
+[source]
+events_per_lumi = 7
+
+[[module]]
+label = "a"
+type = "producer"
+time = {seconds}
+
+[[module]]
+label = "sel"
+type = "filter"
+consumes = ["a"]
+pass_fraction = 0.5
+
+[[module]]
+label = "count"
+type = "analyzer"
+consumes = ["a"]
+
+[[path]]
+name = "p"
+modules = ["sel"]
+
+[[end_path]]
+name = "e"
+modules = ["count"]
+"#
+    )
+}
+
+/// A line of /proc/PID/status.
+fn proc_status(pid: u32, key: &str) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(key))
+        .map(|v| v.trim().to_string())
+}
+
+/// Waits until `evflow run` caught SIGINT and SIGTERM (handlers installed)
+/// and its worker pool is up (the job is running).
+fn wait_until_running(pid: u32, threads: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let caught = proc_status(pid, "SigCgt:")
+            .and_then(|m| u64::from_str_radix(&m, 16).ok())
+            .unwrap_or(0);
+        let running = proc_status(pid, "Threads:")
+            .and_then(|n| n.parse::<usize>().ok())
+            .unwrap_or(0);
+        // Bits of SIGINT (2) and SIGTERM (15).
+        if caught & (1 << 1) != 0 && caught & (1 << 14) != 0 && running > threads {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "evflow run never started"
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// Waits until a worker thread of `pid` sleeps inside a module (the sleep
+/// work of the synthetic modules): an event is then in flight for sure, so a
+/// graceful stop cannot finish at once for want of events.
+fn wait_until_an_event_runs(pid: u32) {
+    // x86-64 and aarch64 numbers of nanosleep / clock_nanosleep.
+    const SLEEPS: [&str; 3] = ["35", "230", "115"];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let sleeping = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|task| {
+                std::fs::read_to_string(task.path().join("comm"))
+                    .is_ok_and(|c| c.starts_with("evflow-worker"))
+            })
+            .any(|task| {
+                std::fs::read_to_string(task.path().join("syscall"))
+                    .is_ok_and(|s| SLEEPS.contains(&s.split_whitespace().next().unwrap_or("")))
+            });
+        if sleeping {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no event of evflow run ever started"
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// Waits until no thread of `pid` has `signal` (its number) pending: the
+/// kernel merges a second standard signal sent while the first is still
+/// pending, so the second must wait for the first to be delivered.
+fn wait_until_delivered(pid: u32, signal: u32) {
+    let bit = 1u64 << (signal - 1);
+    let pending = |path: String, key: &str| {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| {
+                t.lines()
+                    .find_map(|l| l.strip_prefix(key))
+                    .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            })
+            .unwrap_or(0)
+            & bit
+            != 0
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let shared = pending(format!("/proc/{pid}/status"), "ShdPnd:");
+        let per_thread = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|task| pending(task.path().join("status").display().to_string(), "SigPnd:"));
+        if !shared && !per_thread {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "signal {signal} never delivered"
+        );
+        std::thread::yield_now();
+    }
+}
+
+fn send(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+}
+
+fn spawn_run(config: &str, report: &Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_evflow"))
+        .args(["run", config, "-j", "2", "-k", "3", "--quiet", "--report"])
+        .arg(report)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the evflow binary runs")
+}
+
+#[test]
+fn first_signal_stops_gracefully_with_a_complete_report() {
+    let dir = scratch("sigint");
+    let config = write(&dir, "endless.toml", &endless(0.001));
+    let report = dir.join("r.json");
+    let child = spawn_run(&config, &report);
+    wait_until_running(child.id(), 2);
+    send(child.id(), "-INT");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(stderr(&out).contains("interrupted"), "{}", stderr(&out));
+    let doc = read_json(&report);
+    assert_eq!(doc["interrupted"], true);
+    let events = doc["events"].as_u64().unwrap();
+    assert!(events < 1_000_000, "{events}");
+    // Every event that counts ran completely: no half-processed event.
+    for m in doc["modules"].as_array().unwrap() {
+        assert_eq!(m["calls"].as_u64(), Some(events), "{m}");
+        assert_eq!(m["failures"].as_u64(), Some(0), "{m}");
+    }
+    assert_eq!(doc["paths"][0]["visited"].as_u64(), Some(events));
+}
+
+#[test]
+fn second_signal_ends_the_run_at_once() {
+    let dir = scratch("sigterm");
+    // In-flight events take 30 s each: a graceful stop would take that long.
+    let config = write(&dir, "slow.toml", &endless(30.0));
+    let report = dir.join("r.json");
+    let child = spawn_run(&config, &report);
+    wait_until_running(child.id(), 2);
+    wait_until_an_event_runs(child.id());
+    let started = std::time::Instant::now();
+    send(child.id(), "-TERM");
+    wait_until_delivered(child.id(), 15);
+    send(child.id(), "-TERM");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(started.elapsed().as_secs() < 20, "did not abort at once");
+    assert!(!report.exists(), "an aborted run writes no report");
+}
+
+/// `evflow simulate ... | head -1`: the command ends when the reader has
+/// closed the pipe, without a panic message.
+#[cfg(unix)]
+#[test]
+fn a_closed_pipe_ends_the_command_quietly() {
+    use std::process::Stdio;
+
+    let config = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/configs/demo.toml"
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_evflow"))
+        .args(["simulate", config, "--cores", "4"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the evflow binary runs");
+    // The reader is gone before the command prints its first line (it reads
+    // and simulates the job first).
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_ne!(out.status.code(), Some(101), "{err}");
+}

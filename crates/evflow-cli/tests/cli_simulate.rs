@@ -1,0 +1,285 @@
+//! The `evflow simulate` command: predictions, bounds, measured times
+//! from a report, and what it refuses.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+
+#[test]
+fn simulate_predicts_and_reports_bounds() {
+    let demo = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/configs/demo.toml"
+    );
+    let out = evflow(&[
+        "simulate", demo, "--cores", "8", "-k", "8", "--events", "200",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.starts_with("predicted: "), "{text}");
+    assert!(text.contains("events in flight / crit.path"), "{text}");
+    assert!(text.contains("module 'rawToDigi' (serial)"), "{text}");
+    // `evflow report` reads the report `simulate --report` writes.
+    let report = scratch("simreport").join("s.json");
+    let out = evflow(&[
+        "simulate",
+        demo,
+        "--cores",
+        "4",
+        "-n",
+        "100",
+        "-q",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = evflow(&["report", report.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.starts_with("simulation on 4 cores ("), "{text}");
+    assert!(text.contains("100 events in "), "{text}");
+    assert!(text.contains("cut-flow of path"), "{text}");
+}
+
+/// `evflow simulate` refuses `-n 0` and out-of-range overheads by name,
+/// and prints no infinite bounds: a file without events says there is no
+/// prediction, events that take no time have no bound.
+#[test]
+fn simulate_refuses_what_it_cannot_predict() {
+    let demo = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/configs/demo.toml"
+    );
+    for (args, expected) in [
+        (
+            vec!["-n", "0"],
+            "--events must be at least 1: a simulation of no events predicts nothing",
+        ),
+        (
+            vec!["--overhead-ns", "1e300"],
+            "--overhead-ns must be a number from 0 to 1e9 (1 s per module execution), not 1e300",
+        ),
+        (vec!["--overhead-ns", "inf"], "--overhead-ns must be"),
+        (vec!["--overhead-ns", "2e9"], "--overhead-ns must be"),
+    ] {
+        let mut all = vec!["simulate", demo];
+        all.extend(&args);
+        let out = evflow(&all);
+        assert!(!out.status.success(), "{args:?} should fail");
+        assert!(
+            stderr(&out).contains(expected),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        assert!(stdout(&out).is_empty(), "{args:?}: {}", stdout(&out));
+    }
+    let out = evflow(&["simulate", demo, "--overhead-ns", "1e9", "-n", "10"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let dir = scratch("simulate-nothing");
+    let instant = "[[module]]\nlabel = \"a\"\ntype = \"producer\"\n\
+                   [[module]]\nlabel = \"f\"\ntype = \"filter\"\nconsumes = [\"a\"]\n\
+                   [[path]]\nname = \"p\"\nmodules = [\"f\"]\n";
+    let none = write(
+        &dir,
+        "none.toml",
+        &format!("[process]\nevents = 0\n{instant}"),
+    );
+    let out = evflow(&["simulate", &none]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("no prediction: the configuration has no events"),
+        "{text}"
+    );
+    assert!(!text.contains("inf"), "{text}");
+    let free = write(
+        &dir,
+        "free.toml",
+        &format!("[process]\nevents = 5\n{instant}"),
+    );
+    let out = evflow(&["simulate", &free, "--overhead-ns", "0"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("no bound: the events take no simulated time"),
+        "{text}"
+    );
+    assert!(!text.contains("inf"), "{text}");
+}
+
+/// Without `--cores` and `-k`, `evflow simulate` takes the configuration's
+/// threads and events in flight, as `evflow run` does, not one at a time.
+#[test]
+fn simulate_defaults_to_the_configurations_threads_and_events_in_flight() {
+    let dir = scratch("simdefaults");
+    let config = write(
+        &dir,
+        "k.toml",
+        "[process]\nevents = 40\nthreads = 3\nevents_in_flight = 6\n\
+         [[module]]\nlabel = \"a\"\ntype = \"producer\"\ntime = 0.001\n\
+         [[module]]\nlabel = \"f\"\ntype = \"filter\"\nconsumes = [\"a\"]\n\
+         [[path]]\nname = \"p\"\nmodules = [\"f\"]\n",
+    );
+    let cases: [(&[&str], &str); 3] = [
+        (&[], "on 3 cores with 6 events in flight"),
+        (&["--cores", "5"], "on 5 cores with 6 events in flight"),
+        (
+            &["--cores", "2", "-k", "4"],
+            "on 2 cores with 4 events in flight",
+        ),
+    ];
+    for (extra, expected) in cases {
+        let mut args = vec!["simulate", config.as_str()];
+        args.extend(extra);
+        let out = evflow(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            stdout(&out).contains(expected),
+            "{extra:?}: {}",
+            stdout(&out)
+        );
+    }
+    // Without suggestions in the file: 1 core, as many events as cores.
+    let plain = write(
+        &dir,
+        "plain.toml",
+        "[[module]]\nlabel = \"a\"\ntype = \"producer\"\n",
+    );
+    let out = evflow(&["simulate", &plain, "--cores", "4"]);
+    assert!(
+        stdout(&out).contains("on 4 cores with 4 events in flight"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+const THREE_STEPS: &str = r#"
+[process]
+name = "three"
+events = 100
+
+[[module]]
+label = "a"
+type = "producer"
+time = 5.0
+
+[[module]]
+label = "b"
+type = "producer"
+consumes = ["a"]
+time = 5.0
+
+[[module]]
+label = "sel"
+type = "filter"
+consumes = ["b"]
+time = 5.0
+
+[[path]]
+name = "p"
+modules = ["sel"]
+"#;
+
+/// A report as `evflow run` writes it, with a measured time per call for
+/// the given (label, seconds).
+fn measured_report(dir: &Path, name: &str, modules: &[(&str, f64)]) -> String {
+    let modules: Vec<serde_json::Value> = modules
+        .iter()
+        .map(|(label, s)| serde_json::json!({"label": label, "calls": 10, "run_s": 10.0 * s}))
+        .collect();
+    write(
+        dir,
+        name,
+        &serde_json::json!({ "modules": modules }).to_string(),
+    )
+}
+
+fn simulated_throughput(args: &[&str], report: &Path) -> (f64, String) {
+    let mut all = args.to_vec();
+    all.extend(["--report", report.to_str().unwrap()]);
+    let out = evflow(&all);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    let doc = read_json(report);
+    (
+        doc["report"]["throughput_ev_s"].as_f64().unwrap(),
+        stdout(&out),
+    )
+}
+
+#[test]
+fn simulate_times_from_report_are_not_scaled_again() {
+    let dir = scratch("times-from");
+    let config = write(&dir, "three.toml", THREE_STEPS);
+    // Measured at time scale 0.001: 5 ms per module, 15 ms per event.
+    let measured = measured_report(
+        &dir,
+        "m.json",
+        &[("a", 0.005), ("b", 0.005), ("sel", 0.005)],
+    );
+    let sim = dir.join("sim.json");
+    let base = [
+        "simulate",
+        &config,
+        "--cores",
+        "1",
+        "-k",
+        "1",
+        "--overhead-ns",
+        "0",
+    ];
+    for scale in ["1", "0.001"] {
+        let mut args = base.to_vec();
+        args.extend(["--time-scale", scale, "--times-from", &measured]);
+        let (rate, text) = simulated_throughput(&args, &sim);
+        assert!(
+            (rate - 1.0 / 0.015).abs() < 0.01 * rate,
+            "--time-scale {scale}: {rate} events/s, expected 66.7 (15 ms per event)\n{text}"
+        );
+        assert!(text.contains("3 of 3 modules matched"), "{text}");
+    }
+    // The scale still applies to the configuration's own times.
+    let mut args = base.to_vec();
+    args.extend(["--time-scale", "0.001"]);
+    let (rate, _) = simulated_throughput(&args, &sim);
+    assert!((rate - 1.0 / 0.015).abs() < 0.01 * rate, "{rate}");
+}
+
+#[test]
+fn simulate_times_from_says_what_matched_and_fails_when_nothing_did() {
+    let dir = scratch("times-match");
+    let config = write(&dir, "three.toml", THREE_STEPS);
+    let sim = dir.join("sim.json");
+    // Only "sel" is measured (1 ms); a and b keep 5 s × 0.001.
+    let partial = measured_report(&dir, "p.json", &[("sel", 0.001), ("other", 1.0)]);
+    let (rate, text) = simulated_throughput(
+        &[
+            "simulate",
+            &config,
+            "--cores",
+            "1",
+            "-k",
+            "1",
+            "--overhead-ns",
+            "0",
+            "--time-scale",
+            "0.001",
+            "--times-from",
+            &partial,
+        ],
+        &sim,
+    );
+    assert!(text.contains("1 of 3 modules matched"), "{text}");
+    assert!(text.contains("a, b"), "names the unmatched modules: {text}");
+    assert!((rate - 1.0 / 0.011).abs() < 0.01 * rate, "{rate}");
+
+    let foreign = measured_report(&dir, "f.json", &[("x", 0.001), ("y", 0.001)]);
+    let out = evflow(&["simulate", &config, "--times-from", &foreign]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("none of the 3 modules") && err.contains("f.json"),
+        "{err}"
+    );
+}

@@ -1,0 +1,41 @@
+//! What the command-line tests share: running the `evflow` binary and
+//! scratch files.
+#![allow(dead_code)] // each test binary uses some of these
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn evflow(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_evflow"))
+        .args(args)
+        .output()
+        .expect("the evflow binary runs")
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A scratch directory of this test binary.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("evflow-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+pub fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+/// A JSON file the command wrote (a report, a trace).
+pub fn read_json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{} was not written: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
+}
