@@ -435,9 +435,7 @@ modules = ["loose", "tight"]
         report.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let out = evflow(&["report", report.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let text = stdout(&out);
+    let text = report_text(&report);
     let section = |name: &str| -> Vec<String> {
         text.lines()
             .skip_while(|l| !l.starts_with(&format!("cut-flow of path '{name}'")))

@@ -34,9 +34,7 @@ fn simulate_predicts_and_reports_bounds() {
         report.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let out = evflow(&["report", report.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let text = stdout(&out);
+    let text = report_text(&report);
     assert!(text.starts_with("simulation on 4 cores ("), "{text}");
     assert!(text.contains("100 events in "), "{text}");
     assert!(text.contains("cut-flow of path"), "{text}");

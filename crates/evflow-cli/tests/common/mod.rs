@@ -33,6 +33,13 @@ pub fn write(dir: &Path, name: &str, text: &str) -> String {
     path.to_string_lossy().into_owned()
 }
 
+/// What `evflow report FILE` prints (it must succeed).
+pub fn report_text(file: &Path) -> String {
+    let out = evflow(&["report", file.to_str().unwrap()]);
+    assert!(out.status.success(), "evflow report: {}", stderr(&out));
+    stdout(&out)
+}
+
 /// A JSON file the command wrote (a report, a trace).
 pub fn read_json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path)
