@@ -5,9 +5,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,3 +48,12 @@ def load_example(name: str) -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def without_rows(events: Any, ranges: Iterable[tuple[int, int]]) -> Any:
+    """EVENTS (an awkward array) without the rows START to STOP - 1 of each
+    (START, STOP) in RANGES."""
+    keep = np.ones(len(events), dtype=bool)
+    for start, stop in ranges:
+        keep[start:stop] = False
+    return events[keep]

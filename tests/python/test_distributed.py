@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import evflow as ef
+from conftest import without_rows
 from evflow.distributed import MANIFEST, read_skim
 
 distributed = pytest.importorskip("distributed")
@@ -153,9 +154,7 @@ def _reference(paths: list[str], exclude: tuple[int, int] | None = None) -> dict
             parts.append(uproot.open(p)["Events"].arrays())
     ev = ak.concatenate(parts)
     if exclude is not None:
-        keep = np.ones(len(ev), dtype=bool)
-        keep[exclude[0] : exclude[1]] = False
-        ev = ev[keep]
+        ev = without_rows(ev, [exclude])
     muon = (
         ak.pad_none(ev.Muon_pt, 2)[:, :2],
         ak.pad_none(ev.Muon_eta, 2)[:, :2],

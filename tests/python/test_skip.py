@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import evflow as ef
+from conftest import without_rows
 from evflow._ordered import Commit
 
 STEP = 1_000
@@ -72,11 +73,8 @@ def _analysis(path: str, skim: str) -> ef.Process:
 
 def _reference(path: str) -> dict[str, Any]:
     """numpy/awkward on the file without the failed batches' rows."""
-    ev = ak.from_parquet(path)
-    keep = np.ones(len(ev), dtype=bool)
-    for b in (FILL_FAILS, ANALYZER_FAILS):
-        keep[b * STEP : (b + 1) * STEP] = False
-    ev = ev[keep]
+    failed = (FILL_FAILS, ANALYZER_FAILS)
+    ev = without_rows(ak.from_parquet(path), [(b * STEP, (b + 1) * STEP) for b in failed])
     met = ak.to_numpy(ev.MET_pt)
     sel = met > 10
     w = ak.to_numpy(ev.genWeight).astype(np.float64)
