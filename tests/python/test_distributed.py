@@ -214,20 +214,14 @@ def test_batch_info_numbers_batches_as_a_single_process_run(
     def analysis() -> ef.Process:
         proc = ef.Process("info")
         proc.source = src
-        proc.histogram(
-            "batch",
-            fill=lambda ev: np.full(len(ev), ev.info.index),
-            consumes=["event"],
-            bins=20,
-            range=(0, 20),
-        )
-        proc.histogram(
-            "start",
-            fill=lambda ev: np.full(len(ev), ev.info.entry_start),
-            consumes=["event"],
-            bins=20,
-            range=(0, 20_000),
-        )
+        for name, field, top in (("batch", "index", 20), ("start", "entry_start", 20_000)):
+            proc.histogram(
+                name,
+                fill=lambda ev, field=field: np.full(len(ev), getattr(ev.info, field)),
+                consumes=["event"],
+                bins=20,
+                range=(0, top),
+            )
         return proc
 
     single = analysis().run(threads=1)
