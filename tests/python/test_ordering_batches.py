@@ -38,6 +38,15 @@ def _columns() -> dict[str, np.ndarray]:
     return {"met": met, "ht": ht}
 
 
+def _first_filter(first: dict[int, str], name: str, ev: ef.Events, own_run: bool, cost: float) -> None:
+    """A filter NAME called on EV: the first one of the batch's own run
+    (OWN_RUN, not its probe's subsample) is recorded in FIRST by batch
+    number; the call takes COST seconds per event."""
+    if own_run:
+        first.setdefault(ev.info.index, name)
+    time.sleep(cost * len(ev))
+
+
 def _oracle(decisions: dict[str, np.ndarray]) -> tuple[list[str], dict[tuple[str, ...], float]]:
     """Expected cost per event of every order, from the per-event decisions."""
     costs: dict[tuple[str, ...], float] = {}
@@ -114,9 +123,7 @@ def test_the_first_batch_decides_for_the_batches_in_flight() -> None:
 
     def seen(name: str, ev: ef.Events) -> None:
         # The probe of a sampled batch calls a filter on a small subsample.
-        if len(ev) > 1_000:
-            first.setdefault(ev.info.index, name)
-        time.sleep(5e-6 * len(ev))
+        _first_filter(first, name, ev, len(ev) > 1_000, 5e-6)
 
     @proc.filter(consumes=["MET_pt"])
     def loose(ev):
@@ -155,9 +162,7 @@ def test_no_batch_runs_the_written_order_before_a_decision() -> None:
     def busy(name: str, ev: ef.Events) -> None:
         # The batch's own run starts on all of its events (a probe calls the
         # filters on a subsample).
-        if len(ev) == step:
-            first.setdefault(ev.info.index, name)
-        time.sleep(COST[name] * len(ev))
+        _first_filter(first, name, ev, len(ev) == step, COST[name])
 
     @proc.producer(consumes=["Jet_pt"], produces=["ht_sum"])
     def jets(ev):
