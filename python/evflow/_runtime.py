@@ -459,19 +459,17 @@ def analyzer_runner(
     fn: Callable[[Events], Any],
     names: frozenset[str],
     products: Sequence[str],
-    commit: Commit | None = None,
+    commit: Commit,
 ) -> Callable[[BatchData, int, Selection, list[tuple[Selection, Any]]], None]:
     """An analyzer on the end path; it tells ``commit`` when it ran on a
     batch (the batch's parts are held until every end module ran)."""
-    if commit is not None:
-        commit.end_module()
+    commit.end_module()
 
     def run(data: BatchData, index: int, sel: Selection, raw: list[tuple[Selection, Any]]) -> None:
         n = data.n if sel is None else len(sel)
         if n:
             fn(Events(label, data, sel, names, _inputs(products, raw)))
-        if commit is not None:
-            commit.add(None, index, None)
+        commit.add(None, index, None)
 
     return run
 
