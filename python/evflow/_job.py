@@ -145,23 +145,13 @@ class _Plan:
                     runner = dr.filter_runner(f.label, f.fn, f.device, names, products, split)
                 else:
                     runner = rt.filter_runner(f.label, f.fn, names, products)
-                self.path_steps.setdefault(self.path_index[path.name], []).append(
-                    (runner, [f"{self.product_of[p]}:{self.product_name[p]}" for p in products])
-                )
                 conc, res = f.concurrency, f.resources
                 if len(occurrences[f.label]) > 1 and conc == "serial":
                     conc, res = "exclusive", [f"evflow.filter.{f.label}"]
-                self._add(
-                    "filter",
-                    self.engine_label[(path.name, f.label)],
-                    runner,
-                    products,
-                    [],
-                    conc,
-                    res,
-                    path=self.path_index[path.name],
-                    step=step,
-                )
+                index = self.path_index[path.name]
+                self._add("filter", engine_label, runner, products, [], conc, res, path=index, step=step)
+                # The first probe calls the runner with the products it consumes.
+                self.path_steps.setdefault(index, []).append((runner, self.modules[-1]["consumes"]))
         for h in proc.histograms.values():
             label = f"hist.{h.name}"
             if label in used:
