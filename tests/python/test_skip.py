@@ -132,7 +132,8 @@ def test_commit_holds_parts_until_every_end_module_ran() -> None:
     commit.add(b, 1, "b1")
     commit.add(a, 1, "a1")
     commit.add(None, 1, None)
-    assert got == {"a": [], "b": []} and commit.held == 1  # batch 1 waits for batch 0 in order
+    # Batch 0 is held; batch 1, committed, waits for it in the accumulators.
+    assert got == {"a": [], "b": []} and commit.held == 1
     commit.skip(0)  # batch 0 failed after 'a' ran on it
     commit.add(b, 0, "b0")  # an end module still running on the failed batch
     commit.add(None, 0, None)
