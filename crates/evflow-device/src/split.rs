@@ -492,8 +492,8 @@ impl SplitController {
         // Slower than the rates: a probe's aftermath (a queue it left on
         // the device) must not make a lost probe's side look good next.
         let a = 0.5 * t.smoothing;
-        self.incumbent_rate = Some(self.incumbent_rate.map_or(rate, |o| o + a * (rate - o)));
-        self.incumbent_rate = Some(self.kept_rate(slack_host, slack_device));
+        let smoothed = self.incumbent_rate.map_or(rate, |o| o + a * (rate - o));
+        self.incumbent_rate = Some(self.capped(smoothed, slack_host, slack_device));
         if now >= self.next_probe {
             self.challenge(now);
         }
@@ -502,7 +502,12 @@ impl SplitController {
     /// The throughput of the kept split: the smoothed windows', or less
     /// when a backlog grew since it was taken up.
     fn kept_rate(&self, slack_host: f64, slack_device: f64) -> f64 {
-        let rate = self.incumbent_rate.unwrap_or(0.0);
+        self.capped(self.incumbent_rate.unwrap_or(0.0), slack_host, slack_device)
+    }
+
+    /// `rate` measured at the kept split, or less when a backlog grew since
+    /// it was taken up.
+    fn capped(&self, rate: f64, slack_host: f64, slack_device: f64) -> f64 {
         if self.since.span < 4.0 * self.tuning.window_s {
             return rate;
         }
