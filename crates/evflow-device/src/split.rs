@@ -714,16 +714,32 @@ mod tests {
         others: f64,
     }
 
+    impl Plant {
+        /// A host of `host` ev/s as measured, the device's measured rate at
+        /// `p` from `device_rate`, none of it taken by other modules.
+        fn new(
+            host: f64,
+            throughput: impl Fn(f64) -> f64 + 'static,
+            device_rate: impl Fn(f64) -> f64 + 'static,
+        ) -> Self {
+            Plant {
+                throughput: Box::new(throughput),
+                host_call_s: THREADS as f64 / host,
+                device_rate: Box::new(device_rate),
+                others: 0.0,
+            }
+        }
+    }
+
     /// Host `host` ev/s, a device of `device` ev/s whose events hold the
     /// event slots through a long round trip: every 1 % on the device costs
     /// 6 % of the host's throughput, which the measured rates do not see.
     fn slot_bound_plant(host: f64, device: f64) -> Plant {
-        Plant {
-            throughput: Box::new(move |p: f64| bathtub(host, device)(p) / (1.0 + 6.0 * p)),
-            host_call_s: THREADS as f64 / host,
-            device_rate: Box::new(move |_| device),
-            others: 0.0,
-        }
+        Plant::new(
+            host,
+            move |p: f64| bathtub(host, device)(p) / (1.0 + 6.0 * p),
+            move |_| device,
+        )
     }
 
     /// The time, the device's busy seconds (all modules), and the
@@ -804,12 +820,7 @@ mod tests {
     /// Host 8000 ev/s, device 4000 ev/s, both measured right: the floor
     /// is at p* = 1/3, where the model puts it.
     fn interior_floor() -> Plant {
-        Plant {
-            throughput: Box::new(bathtub(8000.0, 4000.0)),
-            host_call_s: THREADS as f64 / 8000.0,
-            device_rate: Box::new(|_| 4000.0),
-            others: 0.0,
-        }
+        Plant::new(8000.0, bathtub(8000.0, 4000.0), |_| 4000.0)
     }
 
     #[test]
@@ -861,12 +872,11 @@ mod tests {
         // Device-only is 2.7× host-only, but at a small share the device's
         // launches are small and its measured rate low (the model says
         // about 18 %): only the measured throughput shows the way.
-        let plant = Plant {
-            throughput: Box::new(|p: f64| 17645.0 + (47442.0 - 17645.0) * p),
-            host_call_s: THREADS as f64 / 17645.0,
-            device_rate: Box::new(|p: f64| 3900.0 + 43542.0 * p * p),
-            others: 0.0,
-        };
+        let plant = Plant::new(
+            17645.0,
+            |p: f64| 17645.0 + (47442.0 - 17645.0) * p,
+            |p: f64| 3900.0 + 43542.0 * p * p,
+        );
         let mut c = adaptive();
         let mut clock = Clock::default();
         drive(&mut c, &plant, 0.5, &mut clock);
@@ -883,18 +893,17 @@ mod tests {
         // throughput (a host call holds a thread the device side needs):
         // 90 % gives half of 100 %, 97 % not much more. The model, fed
         // small launches' rates, says 20 %.
-        let plant = Plant {
-            throughput: Box::new(|p: f64| {
+        let plant = Plant::new(
+            20_000.0,
+            |p: f64| {
                 if p >= 1.0 {
                     100_000.0
                 } else {
                     20_000.0 + 35_000.0 * p
                 }
-            }),
-            host_call_s: THREADS as f64 / 20_000.0,
-            device_rate: Box::new(|p: f64| 5000.0 + 95_000.0 * p * p),
-            others: 0.0,
-        };
+            },
+            |p: f64| 5000.0 + 95_000.0 * p * p,
+        );
         let mut c = adaptive();
         let mut clock = Clock::default();
         // A few windows: the model's proposal wins, the device's rate grew
@@ -918,12 +927,11 @@ mod tests {
     fn stays_at_the_host_end_when_the_host_wins_by_far() {
         // Host-only 6× device-only; every event on the device adds its
         // slower time (10 % on the device already costs a third).
-        let plant = Plant {
-            throughput: Box::new(|p: f64| 1.0 / ((1.0 - p) / 60_000.0 + p / 10_000.0)),
-            host_call_s: THREADS as f64 / 60_000.0,
-            device_rate: Box::new(|_| 10_000.0),
-            others: 0.0,
-        };
+        let plant = Plant::new(
+            60_000.0,
+            |p: f64| 1.0 / ((1.0 - p) / 60_000.0 + p / 10_000.0),
+            |_| 10_000.0,
+        );
         let mut c = adaptive();
         let mut clock = Clock::default();
         // The model's proposal (1/7) loses to the start's 10 %: the host
@@ -971,12 +979,7 @@ mod tests {
         assert_eq!(c.kept_fraction(), 0.0);
         // Then it becomes 5× faster than the host: the decayed exploration
         // still finds it within a few probe waits.
-        let fast = Plant {
-            throughput: Box::new(bathtub(8000.0, 40000.0)),
-            host_call_s: THREADS as f64 / 8000.0,
-            device_rate: Box::new(|_| 40000.0),
-            others: 0.0,
-        };
+        let fast = Plant::new(8000.0, bathtub(8000.0, 40000.0), |_| 40000.0);
         drive(&mut c, &fast, 3.0, &mut clock);
         let p = c.kept_fraction();
         assert!(p > 0.75, "{p} {:?}", c.history());
@@ -1009,12 +1012,7 @@ mod tests {
         // The throughput does not depend on the split (another module sets
         // it): neither the model's proposal nor a probe wins, and probes
         // become rarer.
-        let plant = Plant {
-            throughput: Box::new(|_| 2000.0),
-            host_call_s: THREADS as f64 / 2000.0,
-            device_rate: Box::new(|_| 6000.0),
-            others: 0.0,
-        };
+        let plant = Plant::new(2000.0, |_| 2000.0, |_| 6000.0);
         let mut c = adaptive();
         let mut clock = Clock::default();
         drive(&mut c, &plant, 1.0, &mut clock);
