@@ -206,6 +206,23 @@ fn simulated_throughput(args: &[&str], report: &Path) -> (f64, String) {
     )
 }
 
+/// `simulate CONFIG` on one core with one event in flight and no overhead
+/// per module execution, then `extra`.
+fn one_core<'a>(config: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "simulate",
+        config,
+        "--cores",
+        "1",
+        "-k",
+        "1",
+        "--overhead-ns",
+        "0",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 #[test]
 fn simulate_times_from_report_are_not_scaled_again() {
     let dir = scratch("times-from");
@@ -217,19 +234,8 @@ fn simulate_times_from_report_are_not_scaled_again() {
         &[("a", 0.005), ("b", 0.005), ("sel", 0.005)],
     );
     let sim = dir.join("sim.json");
-    let base = [
-        "simulate",
-        &config,
-        "--cores",
-        "1",
-        "-k",
-        "1",
-        "--overhead-ns",
-        "0",
-    ];
     for scale in ["1", "0.001"] {
-        let mut args = base.to_vec();
-        args.extend(["--time-scale", scale, "--times-from", &measured]);
+        let args = one_core(&config, &["--time-scale", scale, "--times-from", &measured]);
         let (rate, text) = simulated_throughput(&args, &sim);
         assert!(
             (rate - 1.0 / 0.015).abs() < 0.01 * rate,
@@ -238,9 +244,7 @@ fn simulate_times_from_report_are_not_scaled_again() {
         assert!(text.contains("3 of 3 modules matched"), "{text}");
     }
     // The scale still applies to the configuration's own times.
-    let mut args = base.to_vec();
-    args.extend(["--time-scale", "0.001"]);
-    let (rate, _) = simulated_throughput(&args, &sim);
+    let (rate, _) = simulated_throughput(&one_core(&config, &["--time-scale", "0.001"]), &sim);
     assert!((rate - 1.0 / 0.015).abs() < 0.01 * rate, "{rate}");
 }
 
@@ -252,20 +256,10 @@ fn simulate_times_from_says_what_matched_and_fails_when_nothing_did() {
     // Only "sel" is measured (1 ms); a and b keep 5 s × 0.001.
     let partial = measured_report(&dir, "p.json", &[("sel", 0.001), ("other", 1.0)]);
     let (rate, text) = simulated_throughput(
-        &[
-            "simulate",
+        &one_core(
             &config,
-            "--cores",
-            "1",
-            "-k",
-            "1",
-            "--overhead-ns",
-            "0",
-            "--time-scale",
-            "0.001",
-            "--times-from",
-            &partial,
-        ],
+            &["--time-scale", "0.001", "--times-from", &partial],
+        ),
         &sim,
     );
     assert!(text.contains("1 of 3 modules matched"), "{text}");
