@@ -309,21 +309,27 @@ impl OrderingPlanner {
             return;
         };
         for (j, list) in timings.iter().enumerate().take(d.steps.len()) {
-            let Some(ring) = &self.batch_rings[d.steps[j]] else {
-                continue;
-            };
             // The probe's timings include the producers the step needs:
             // they are the step's cost per event, as a batch's timings.
             for &(seconds, events) in list {
-                if events == 0 || !seconds.is_finite() || seconds < 0.0 {
-                    continue;
-                }
-                ring.push(costs::pack_batch(seconds, events));
+                self.push_batch_timing(d.steps[j], seconds, events);
             }
         }
         self.observe_event_samples(path, samples);
         d.next_check.store(0, Relaxed);
         self.checkpoint(d, d.observed.load(Relaxed));
+    }
+
+    /// Keeps a timing of `module` run on a batch (per event seen, with the
+    /// events as its weight); returns its ring, or `None` when the module
+    /// is not timed or the timing says nothing.
+    fn push_batch_timing(&self, module: ModuleIdx, seconds: f64, events: u64) -> Option<&Ring> {
+        if events == 0 || !seconds.is_finite() || seconds < 0.0 {
+            return None;
+        }
+        let ring = self.batch_rings[module].as_ref()?;
+        ring.push(costs::pack_batch(seconds, events));
+        Some(ring)
     }
 
     /// The order (module labels, in execution order) now in use on `path`.
@@ -466,16 +472,11 @@ impl Planner for OrderingPlanner {
     /// events as its weight (timings of batches of different sizes are
     /// comparable only per event).
     fn observe_batch_cost(&self, module: ModuleIdx, seconds: f64, events: u64) {
-        if events == 0 || !seconds.is_finite() || seconds < 0.0 {
-            return;
-        }
-        if let Some(ring) = &self.batch_rings[module] {
-            ring.push(costs::pack_batch(seconds, events));
-            if self.cost_mode[module].load(Relaxed) == COST_EVERY
-                && ring.pushed() >= COST_EARLY_CALLS
-            {
-                self.cost_mode[module].store(COST_STRIDED, Relaxed);
-            }
+        if let Some(ring) = self.push_batch_timing(module, seconds, events)
+            && self.cost_mode[module].load(Relaxed) == COST_EVERY
+            && ring.pushed() >= COST_EARLY_CALLS
+        {
+            self.cost_mode[module].store(COST_STRIDED, Relaxed);
         }
     }
 
