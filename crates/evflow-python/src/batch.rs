@@ -230,19 +230,26 @@ pub(crate) fn first_probes(
         let n_events = known.iter().map(Vec::len).max().unwrap_or(0);
         let mut rows = vec![(0u64, 0u64); n_events];
         for (j, (k, ok)) in known.iter().zip(&passed).enumerate().take(64) {
-            for (e, (&k, &ok)) in k.iter().zip(ok).enumerate() {
-                if k {
-                    rows[e].0 |= 1 << j;
-                    if ok {
-                        rows[e].1 |= 1 << j;
-                    }
-                }
-            }
+            set_step_bits(&mut rows, j, k, ok);
         }
         planner.decide_from_probe(p, &rows, &seconds);
         *probed = true;
     }
     done
+}
+
+/// Sets bit `step` of each event's `(known, passed)` row: known where
+/// `known[e]`, passed where it also `passed[e]` (`rows` as long as `known`
+/// at least, `step` below 64).
+fn set_step_bits(rows: &mut [(u64, u64)], step: usize, known: &[bool], passed: &[bool]) {
+    for (e, (&k, &p)) in known.iter().zip(passed).enumerate() {
+        if k {
+            rows[e].0 |= 1 << step;
+            if p {
+                rows[e].1 |= 1 << step;
+            }
+        }
+    }
 }
 
 /// One batch of events: the engine event of a Python job.
@@ -464,14 +471,7 @@ impl Batch {
             if rows.len() < known.len() {
                 rows.resize(known.len(), (0, 0));
             }
-            for (e, (&k, &p)) in known.iter().zip(passed).enumerate() {
-                if k {
-                    rows[e].0 |= 1 << step;
-                    if p {
-                        rows[e].1 |= 1 << step;
-                    }
-                }
-            }
+            set_step_bits(rows, step, known, passed);
             let mut recorded = probe.recorded.lock().unwrap_or_else(|p| p.into_inner());
             recorded[path] |= 1 << step;
             let len = self.shared.path_len.get(path).copied().unwrap_or(0);
