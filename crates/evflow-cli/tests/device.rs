@@ -31,15 +31,11 @@ fn emulated_device_run_reports_its_device_modules() {
     args.extend(FAST);
     args.extend(["--report", &report_s]);
     let out = evflow(&args);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
     assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        stdout.contains("device module tracking on emulated:0: 50 host + 50 device calls"),
-        "{stdout}"
+        text.contains("device module tracking on emulated:0: 50 host + 50 device calls"),
+        "{text}"
     );
     let doc = read_json(&report);
     let d = &doc["devices"][0];
@@ -57,22 +53,22 @@ fn no_device_gives_one_notice_and_a_demanded_one_an_error() {
     args.extend(FAST);
     let out = evflow(&args);
     assert!(out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.starts_with("evflow: no device: device modules run on the host"));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("evflow: no device: device modules run on the host"));
 
     args.extend(["--device", "cuda"]);
     let out = evflow(&args);
     assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let err = stderr(&out);
     assert!(
-        stderr.contains("--device: device 'cuda': no such device"),
-        "{stderr}"
+        err.contains("--device: device 'cuda': no such device"),
+        "{err}"
     );
 
     let out = evflow(&["run", &config, "--device-split", "fixed:150"]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("device split 'fixed:150'"));
+    assert!(stderr(&out).contains("device split 'fixed:150'"));
 }
 
 /// Device options whose modelled times no clock can hold are refused, named,
@@ -103,11 +99,11 @@ fn device_options_beyond_any_clock_are_refused_by_name() {
         let out = evflow(&[
             "run", &config, "--device", "emulated", "-n", "0", "-q", &arg,
         ]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let err = stderr(&out);
         assert!(!out.status.success(), "{option} {value} was accepted");
         assert!(
-            stderr.contains(&format!("{option} must be")) && stderr.contains(expected),
-            "{option} {value}: {stderr}"
+            err.contains(&format!("{option} must be")) && err.contains(expected),
+            "{option} {value}: {err}"
         );
     }
     // The largest accepted values still run.
@@ -122,9 +118,5 @@ fn device_options_beyond_any_clock_are_refused_by_name() {
         "--device-timeout-us=1e12",
         "--device-bandwidth-gbs=1e-6",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", stderr(&out));
 }
