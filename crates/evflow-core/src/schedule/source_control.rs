@@ -129,7 +129,13 @@ impl SourceControl {
 
     /// Asks for whatever the source side can do now.
     pub fn poll(&mut self, out: &mut Vec<SourceStep>) {
-        if !self.stopped && self.stop.as_ref().is_some_and(StopHandle::is_requested) {
+        // A stop requested while a read is under way is applied when the
+        // read ends: only then is it known whether the input was exhausted
+        // (a stop that comes with the end of the input interrupts nothing).
+        if !self.stopped
+            && !self.reading
+            && self.stop.as_ref().is_some_and(StopHandle::is_requested)
+        {
             self.interrupted = !self.exhausted;
             self.halt();
         }
@@ -381,6 +387,33 @@ mod tests {
         sc.transitions_done(&mut out);
         assert_eq!(out, vec![SourceStep::Finished]);
         assert_eq!(sc.peak_processing(), 2);
+    }
+
+    /// A stop requested by the read that finds the end of the input,
+    /// noticed by another event's completion before that read is reported:
+    /// no interruption. Requested during a read that brings an event: an
+    /// interruption, and the event (its block open) still starts.
+    #[test]
+    fn a_stop_during_a_read_is_decided_when_the_read_ends() {
+        use SourceStep::*;
+        for (read, interrupted) in [(None, false), (Some(EventId::new(1, 1, 2)), true)] {
+            let mut sc = SourceControl::new(2);
+            let stop = StopHandle::new();
+            sc.set_stop(stop.clone());
+            let mut out = Vec::new();
+            sc.poll(&mut out);
+            sc.read_done(0, Some(EventId::new(1, 1, 1)), &mut out);
+            out.clear();
+            sc.transitions_done(&mut out);
+            assert_eq!(out, vec![Start(0), Read(1)]);
+            out.clear();
+            stop.request();
+            sc.event_done(0, &mut out);
+            assert!(!sc.interrupted(), "decided before the read ended");
+            sc.read_done(1, read, &mut out);
+            assert_eq!(sc.interrupted(), interrupted, "{read:?}");
+            assert_eq!(out.contains(&Start(1)), read.is_some(), "{out:?}");
+        }
     }
 
     #[test]
