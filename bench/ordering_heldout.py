@@ -3,6 +3,7 @@
     python bench/ordering_heldout.py                 # 3 pipelines x 5 runs, 40 000 events, 2 threads
     python bench/ordering_heldout.py --runs 2 --events 20000
     python bench/ordering_heldout.py --data-seed 7  # other draws of the same pipelines
+    python bench/ordering_heldout.py --baseline OLD/evflow  # against another build, runs alternated
 
 Three reorderable pipelines of 10 filters written in the native TOML (a
 ``table`` source of generated event variables, ``cut`` filters with
@@ -18,6 +19,10 @@ events, divided by the exact oracle's (the best order respecting the
 constraints for the same decisions, by dynamic programming over all 2^10
 subsets); and the planner's own time (from its report) over the run's CPU
 time. Files go to a temporary directory.
+
+With ``--baseline``, every run of this build is preceded by one of the
+given binary (built from another commit) on the same configuration, so
+that both see the same load; each pipeline then has a row per build.
 """
 
 from __future__ import annotations
@@ -171,6 +176,9 @@ def main() -> int:
         "--data-seed", type=int, default=0, help="offset of the generated events' seeds (other draws)"
     )
     ap.add_argument("--no-neighbour", action="store_true", help="without the CPU-burning neighbour")
+    ap.add_argument(
+        "--baseline", type=Path, help="an evflow built from another commit, run alternately with this one"
+    )
     args = ap.parse_args()
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "evflow-cli"], cwd=ROOT, check=True)
     tmp = Path(tempfile.mkdtemp(prefix="evflow-heldout-"))
@@ -181,10 +189,13 @@ def main() -> int:
         f"{args.events} events, {args.threads} threads, data seed offset {args.data_seed}, "
         f"neighbour: {'none' if burner is None else 'a busy loop'}"
     )
+    builds = [("this build", EVFLOW)]
+    if args.baseline is not None:
+        builds.insert(0, ("baseline", args.baseline.resolve()))
     print(
-        "| pipeline | written / oracle | run: expected cost / oracle | worst | planner share of CPU (max) |"
+        "| pipeline | build | written / oracle | run: expected cost / oracle | worst | planner share of CPU (max) |"
     )
-    print("| --- | ---: | --- | ---: | ---: |")
+    print("| --- | --- | ---: | --- | ---: | ---: |")
     try:
         for k, name in enumerate(args.pipelines):
             spec = PIPELINES[name]
@@ -202,31 +213,35 @@ def main() -> int:
                 written += c[j] * reach.mean()
                 reach &= d[:, j]
             cfg = write(tmp, name, spec, thresholds, cols, args.events, args.threads)
-            ratios, shares = [], []
+            ratios: dict[str, list[float]] = {b: [] for b, _ in builds}
+            shares: dict[str, list[float]] = {b: [] for b, _ in builds}
             for r in range(args.runs):
-                out = tmp / f"{name}-{r}.json"
-                subprocess.run(
-                    [
-                        str(EVFLOW),
-                        "run",
-                        str(cfg),
-                        "--quiet",
-                        "--filter-order",
-                        "adaptive",
-                        "--report",
-                        str(out),
-                    ],
-                    check=True,
+                for build, binary in builds:
+                    out = tmp / f"{name}-{r}.json"
+                    subprocess.run(
+                        [
+                            str(binary),
+                            "run",
+                            str(cfg),
+                            "--quiet",
+                            "--filter-order",
+                            "adaptive",
+                            "--report",
+                            str(out),
+                        ],
+                        check=True,
+                    )
+                    report = json.loads(out.read_text())
+                    calls = {m["label"]: m["calls"] for m in report["modules"]}
+                    spent = sum(calls.get(label, 0) * cost for label, cost in zip(labels, c, strict=True))
+                    ratios[build].append(spent / report["events"] / best)
+                    shares[build].append(planner_share(report))
+            for build, _ in builds:
+                runs = ", ".join(f"{x:.3f}" for x in ratios[build])
+                print(
+                    f"| {name} | {build} | {written / best:.2f} | {runs} | {max(ratios[build]):.3f} "
+                    f"| {100 * max(shares[build]):.2f}% |"
                 )
-                report = json.loads(out.read_text())
-                calls = {m["label"]: m["calls"] for m in report["modules"]}
-                spent = sum(calls.get(label, 0) * cost for label, cost in zip(labels, c, strict=True))
-                ratios.append(spent / report["events"] / best)
-                shares.append(planner_share(report))
-            runs = ", ".join(f"{x:.3f}" for x in ratios)
-            print(
-                f"| {name} | {written / best:.2f} | {runs} | {max(ratios):.3f} | {100 * max(shares):.2f}% |"
-            )
             sys.stdout.flush()
     finally:
         if burner is not None:

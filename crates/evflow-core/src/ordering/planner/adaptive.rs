@@ -32,6 +32,7 @@ impl OrderingPlanner {
         }
         let t0 = Instant::now();
         if d.policy == Policy::Adaptive && !st.learning {
+            self.verify_change(d, &mut st, n_obs);
             self.drift_check(d, &mut st, n_obs);
         }
         // A drift check takes a few µs: longer, it was descheduled.
@@ -76,8 +77,9 @@ impl OrderingPlanner {
     /// vectors, post-stratified on the step that rejected the event in each
     /// order of `epochs` (whose stop counts measure the distribution of
     /// that step on every event observed under the order), with undecided
-    /// steps (not sampled after a rejection) imputed from the pass rate of
-    /// the step on the events that reach it.
+    /// steps (not sampled after a rejection) imputed from the samples that
+    /// measured them and agree with the sample ([`Donors`]), and the pass
+    /// rate of the step on the events that reach it.
     ///
     /// With `T` the events of all epochs plus the samples, a sample weighs
     /// `1/T` (the samples alone) plus, per epoch, `N_k / (T n_k)` where `k`
@@ -148,12 +150,20 @@ impl OrderingPlanner {
             }
         }
         let q: Vec<f64> = pass.iter().zip(&reach).map(|(p, r)| p / r).collect();
-        let pairs = PairCounts::new(n, samples);
+        let donors = Donors::new(n, samples);
+        // Samples with the same decisions are imputed alike.
+        let mut imputed: std::collections::HashMap<(u64, u64), Vec<f64>> =
+            std::collections::HashMap::new();
         let mut qs = q.clone();
         for (s, &w) in samples.iter().zip(&weights) {
             let unknown = full & !s.known;
             if unknown != 0 {
-                pairs.conditional(s, unknown, &q, &mut qs);
+                let rates = imputed.entry((s.known, s.pass)).or_insert_with(|| {
+                    let mut rates = q.clone();
+                    donors.conditional(s, unknown, &q, &mut rates);
+                    rates
+                });
+                qs.copy_from_slice(rates);
             }
             let q = &qs;
             if unknown == 0 {
@@ -245,7 +255,12 @@ impl OrderingPlanner {
             let sigma_costs = gap_sigma(&pm, &st.cost_se, &cur_order, &order);
             let sigma_pass = NOISE_GAIN / (samples.len() as f64).sqrt() * cur_seq;
             let needed = t.min_gain * cur_seq + (SWITCH_Z * sigma_costs).hypot(sigma_pass);
-            if groups != cur.groups && (gain > needed || order == cur_order) {
+            // An order its own stop counts refuted is not taken again
+            // before the samples have doubled.
+            let seen = lock(&d.samples).total;
+            st.refuted.retain(|r| r.until_samples > seen);
+            let refuted = st.refuted.iter().any(|r| r.order == order);
+            if groups != cur.groups && !refuted && (gain > needed || order == cur_order) {
                 let note = [st.drift_note.take(), st.cost_note.take()]
                     .into_iter()
                     .flatten()
@@ -266,25 +281,36 @@ impl OrderingPlanner {
                     micros(SWITCH_Z * sigma_costs),
                     micros(sigma_pass)
                 );
+                // What the new order's stop counts should show, to verify
+                // the change (`verify`): the pass rate of each step on the
+                // events reaching it there.
+                let mut prefix = 0u64;
+                let predicted = groups
+                    .iter()
+                    .flatten()
+                    .map(|&j| {
+                        let (before, after) = (pm.pass(prefix), pm.pass(prefix | 1 << j));
+                        prefix |= 1 << j;
+                        if before > 0.0 {
+                            (after / before).clamp(0.0, 1.0)
+                        } else {
+                            1.0
+                        }
+                    })
+                    .collect();
+                st.trial = Some(Trial {
+                    previous: cur.groups.clone(),
+                    previous_stops: stops.clone(),
+                    order: groups.iter().flatten().copied().collect(),
+                    predicted,
+                    refuted: None,
+                });
                 let current = make_current(&d.steps, groups, &st.rates);
                 in_force = self.install(d, current, n_obs, reason);
                 st.drift = DriftState::default();
-                // Keep the counts of the order left (merged with an earlier
-                // period under the same order).
+                // Keep the counts of the order left.
                 let left = epochs.pop().expect("the current epoch");
-                match st.archive.iter().position(|e| e.order == left.order) {
-                    Some(i) => {
-                        let mut e = st.archive.remove(i);
-                        for (a, b) in e.stops.iter_mut().zip(&left.stops) {
-                            *a += b;
-                        }
-                        st.archive.push(e);
-                    }
-                    None => st.archive.push(left),
-                }
-                if st.archive.len() > MAX_EPOCHS {
-                    st.archive.remove(0);
-                }
+                self.archive_epoch(st, left);
                 cost = new_cost;
                 changed = true;
             } else if gain > (t.min_gain + CONTEST_BUDGETS * t.sample_budget) * cur_seq
@@ -295,7 +321,7 @@ impl OrderingPlanner {
                 // the timings, that leaves it unproven: keep sampling at the
                 // full budget, which answers the question, rather than
                 // settle on a guess.
-                st.contested = prefix_differs(&cur_order, &order);
+                st.contested = moved_earlier(&cur_order, &order);
             }
         }
         st.cost_note = None;
@@ -402,8 +428,24 @@ impl OrderingPlanner {
         } else {
             hi
         };
+        // An open question between the order in force and a better looking
+        // one (`contested`): the cheap steps that the other order runs
+        // earlier are measured after rejections at a rate of their own,
+        // from the budget spent on them alone, since it is their pass rates
+        // on the events stopped before them that answer it.
+        let movers = |j: usize| st.contested >> j & 1 == 1 && !heavy[j];
+        let mover_probe: f64 = (0..n).filter(|&j| movers(j)).map(|j| probe[j]).sum();
+        let mover_rate = if !st.learning && mover_probe > 0.0 {
+            (cheap_budget * expected / mover_probe)
+                .clamp(lo, hi)
+                .max(cheap_rate)
+        } else {
+            cheap_rate
+        };
         for j in 0..n {
-            st.rates[j] = if !heavy[j] {
+            st.rates[j] = if movers(j) {
+                mover_rate
+            } else if !heavy[j] {
                 cheap_rate
             } else if !st.cost_known[j] {
                 hi
@@ -411,6 +453,7 @@ impl OrderingPlanner {
                 heavy_rate(t, st.learning, budget, expected, probe[j], n_heavy).min(cheap_rate)
             };
         }
+        settle_constraints(&mut st.rates, &d.preds, &heavy);
         st.heavy = heavy;
         st.probe = probe;
         let current = make_current(&d.steps, cur.groups.clone(), &st.rates);

@@ -89,6 +89,8 @@ impl OrderingPlanner {
         d.stops.reset();
         st.drift = DriftState::default();
         st.archive.clear();
+        st.trial = None;
+        st.refuted.clear();
         st.stable = 0;
         st.drift_note = Some(note);
         st.learning = true;
@@ -110,6 +112,7 @@ impl OrderingPlanner {
                 );
             }
         }
+        settle_constraints(&mut st.rates, &d.preds, &st.heavy);
         let current = make_current(&d.steps, cur.groups.clone(), &st.rates);
         d.set_current(Arc::new(current));
     }

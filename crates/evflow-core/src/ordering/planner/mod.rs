@@ -23,6 +23,8 @@
 //! * `adaptive`: the checkpoint and the decision algorithms (the exact DP
 //!   over feasible prefix sets, the rank rule, A-Greedy, via `model`);
 //! * `drift`: the drift test and re-learning;
+//! * `verify`: a change of order checked against the new order's own stop
+//!   counts, and undone when they refute it;
 //! * `hepframe`: the HEP-Frame baseline policy;
 //! * `report`: the planner's account for the job report.
 
@@ -35,6 +37,7 @@ mod state;
 mod stats;
 #[cfg(test)]
 mod tests;
+mod verify;
 
 use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
@@ -63,6 +66,10 @@ pub struct OrderingPlanner {
     /// Per module (read-mostly): whether its running time is wanted
     /// (`COST_NONE`, `COST_EVERY` execution, or one in `COST_STRIDE`).
     cost_mode: Vec<AtomicU8>,
+    /// Per module: the ring's count of measurements up to which every
+    /// execution is timed (`COST_EARLY_CALLS` at first; that many more after
+    /// a genuine change of its running time).
+    every_until: Vec<AtomicU64>,
     labels: Vec<String>,
     /// Measured time spent in the planner itself (ns): the hot paths
     /// extrapolated from one call in 256 with the clock's own cost
@@ -181,6 +188,8 @@ impl OrderingPlanner {
                         stable: 0,
                         contested: 0,
                         archive: Vec::new(),
+                        trial: None,
+                        refuted: Vec::new(),
                     }),
                     attributed,
                 }))
@@ -190,6 +199,10 @@ impl OrderingPlanner {
             paths,
             rings: wants.iter().map(|&w| w.then(Ring::new)).collect(),
             batch_rings: wants.iter().map(|&w| w.then(Ring::new)).collect(),
+            every_until: wants
+                .iter()
+                .map(|_| AtomicU64::new(COST_EARLY_CALLS))
+                .collect(),
             cost_mode: wants
                 .iter()
                 .map(|&w| AtomicU8::new(if w { COST_EVERY } else { COST_NONE }))
@@ -459,7 +472,7 @@ impl Planner for OrderingPlanner {
             // Every recorded execution stands for as many: the ring holds a
             // uniform sample of the executions, early or strided.
             ring.push((seconds * 1e9) as u64);
-            if weight == 1 && ring.pushed() >= COST_EARLY_CALLS {
+            if weight == 1 && ring.pushed() >= self.every_until[module].load(Relaxed) {
                 self.cost_mode[module].store(COST_STRIDED, Relaxed);
             }
         }
@@ -474,7 +487,7 @@ impl Planner for OrderingPlanner {
     fn observe_batch_cost(&self, module: ModuleIdx, seconds: f64, events: u64) {
         if let Some(ring) = self.push_batch_timing(module, seconds, events)
             && self.cost_mode[module].load(Relaxed) == COST_EVERY
-            && ring.pushed() >= COST_EARLY_CALLS
+            && ring.pushed() >= self.every_until[module].load(Relaxed)
         {
             self.cost_mode[module].store(COST_STRIDED, Relaxed);
         }

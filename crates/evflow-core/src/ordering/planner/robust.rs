@@ -124,7 +124,8 @@ impl OrderingPlanner {
     /// robust) moved clearly from the cost of the last decision (by
     /// `COST_SHIFT` of it and `COST_SHIFT_Z` standard errors): a genuine
     /// change, not noise, which the robust estimate rejects or averages.
-    /// The older measurements of the step are then forgotten.
+    /// The older measurements of the step are then forgotten, and its
+    /// next `COST_EARLY_CALLS` executions are all timed.
     pub(super) fn cost_shift_check(&self, d: &Dyn, st: &mut State, n_obs: u64) {
         let mut buf = Vec::with_capacity(COST_RECENT);
         for (i, list) in d.attributed.iter().enumerate() {
@@ -152,6 +153,13 @@ impl OrderingPlanner {
             for &m in list {
                 if let Some(ring) = &self.rings[m] {
                     ring.keep_recent(COST_RECENT);
+                    // Timed on every execution again for a while, as at the
+                    // start, so that the new cost is known within tens of
+                    // executions rather than hundreds of strided ones.
+                    self.every_until[m].store(ring.pushed() + COST_EARLY_CALLS, Relaxed);
+                    if self.cost_mode[m].load(Relaxed) == COST_STRIDED {
+                        self.cost_mode[m].store(COST_EVERY, Relaxed);
+                    }
                 }
             }
             st.cost_note = Some(format!(
@@ -189,82 +197,162 @@ pub(super) fn gap_sigma(pm: &PassModel, se: &[f64], a: &[usize], b: &[usize]) ->
         .sqrt()
 }
 
+/// The steps that order `b` runs on events that order `a` stops before
+/// them: those preceded in `a` by a step that does not precede them in
+/// `b`. Their pass rates on those events (which `a`'s stop counts cannot
+/// show, only samples measuring them after a rejection) decide whether `b`
+/// costs less.
+pub(super) fn moved_earlier(a: &[usize], b: &[usize]) -> u64 {
+    let (pa, pb) = (prefixes(a), prefixes(b));
+    (0..a.len())
+        .filter(|&j| pa[j] & !pb[j] != 0)
+        .fold(0u64, |m, j| m | 1 << j)
+}
+
 /// The steps preceded by a different set of steps in order `a` than in
-/// order `b`: those whose pass rates on the events reaching them decide
-/// which of the two costs less.
+/// order `b`: the others are reached by the same events in both.
 pub(super) fn prefix_differs(a: &[usize], b: &[usize]) -> u64 {
-    let prefixes = |order: &[usize]| {
-        let mut before = vec![0u64; order.len()];
-        let mut seen = 0u64;
-        for &j in order {
-            before[j] = seen;
-            seen |= 1 << j;
-        }
-        before
-    };
     let (pa, pb) = (prefixes(a), prefixes(b));
     (0..a.len())
         .filter(|&j| pa[j] != pb[j])
         .fold(0u64, |m, j| m | 1 << j)
 }
 
-/// Per pair of steps `(k, j)`: the samples in which `k` rejected the event
-/// and `j` was measured too, and those in which `j` then passed. An
-/// undecided step of a sample is imputed from the samples that measured it
-/// after the same rejection, so that a step correlated with the one that
-/// rejected the event (a tighter twin) is not taken for independent of it.
-pub(super) struct PairCounts {
+/// Per step: the set of steps before it in `order`.
+fn prefixes(order: &[usize]) -> Vec<u64> {
+    let mut before = vec![0u64; order.len()];
+    let mut seen = 0u64;
+    for &j in order {
+        before[j] = seen;
+        seen |= 1 << j;
+    }
+    before
+}
+
+/// The distinct decision vectors of the samples, with their counts: the
+/// donors from which a sample's undecided steps are imputed.
+///
+/// A step `j` that a sample `s` did not measure (it was not sampled after a
+/// rejection) is imputed from the samples that measured it, failed a step
+/// that `s` failed too, and failed none that `s` passed: so that a step
+/// correlated with the one that rejected the event (a tighter twin) is not
+/// taken for independent of it, and so that a sample that passed `t100`
+/// and was rejected by `t5` is not imputed from samples that `t100`
+/// rejected as well, on which `t100`'s twin fails with it. The step's pass
+/// rate on the events reaching it weighs as `PAIR_PRIOR` samples.
+pub(super) struct Donors {
     n: usize,
-    known: Vec<u32>,
-    passed: Vec<u32>,
+    patterns: Vec<(Sample, f64)>,
 }
 
 /// The step's pass rate on the events reaching it weighs as this many
-/// samples in [`PairCounts::conditional`].
+/// samples in [`Donors::conditional`].
 const PAIR_PRIOR: f64 = 2.0;
 
-impl PairCounts {
+impl Donors {
     pub(super) fn new(n: usize, samples: &[Sample]) -> Self {
-        let mut known = vec![0u32; n * n];
-        let mut passed = vec![0u32; n * n];
         let full = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
-        if samples.iter().any(|s| s.known & full != full) {
-            for s in samples {
-                let mut failed = s.known & !s.pass;
-                while failed != 0 {
-                    let k = failed.trailing_zeros() as usize;
-                    failed &= failed - 1;
-                    let mut measured = s.known & !(1u64 << k);
-                    while measured != 0 {
-                        let j = measured.trailing_zeros() as usize;
-                        measured &= measured - 1;
-                        known[k * n + j] += 1;
-                        passed[k * n + j] += (s.pass >> j & 1) as u32;
-                    }
-                }
+        let mut keys: Vec<(u64, u64)> = if samples.iter().any(|s| s.known & full != full) {
+            samples
+                .iter()
+                .map(|s| (s.known, s.pass & s.known))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        keys.sort_unstable();
+        let mut patterns: Vec<(Sample, f64)> = Vec::new();
+        for (known, pass) in keys {
+            match patterns.last_mut() {
+                Some((p, count)) if p.known == known && p.pass == pass => *count += 1.0,
+                _ => patterns.push((Sample { known, pass }, 1.0)),
             }
         }
-        Self { n, known, passed }
+        Self { n, patterns }
     }
 
     /// The pass rate of each `unknown` step of sample `s` given the steps
-    /// that rejected it (`q`: the pass rates on the events reaching each
-    /// step, the prior), into `out`.
+    /// it failed and passed (`q`: the pass rates on the events reaching
+    /// each step, the prior), into `out`.
     pub(super) fn conditional(&self, s: &Sample, unknown: u64, q: &[f64], out: &mut [f64]) {
         let failed = s.known & !s.pass;
+        let passed = s.known & s.pass;
+        let mut measured = vec![0.0f64; self.n];
+        let mut passing = vec![0.0f64; self.n];
+        for (t, count) in &self.patterns {
+            let t_failed = t.known & !t.pass;
+            if t_failed & failed == 0 || t_failed & passed != 0 {
+                continue;
+            }
+            let mut m = t.known & unknown;
+            while m != 0 {
+                let j = m.trailing_zeros() as usize;
+                m &= m - 1;
+                measured[j] += count;
+                if t.pass >> j & 1 == 1 {
+                    passing[j] += count;
+                }
+            }
+        }
         let mut rest = unknown;
         while rest != 0 {
             let j = rest.trailing_zeros() as usize;
             rest &= rest - 1;
-            let (mut k_n, mut p_n) = (0.0, 0.0);
-            let mut f = failed;
-            while f != 0 {
-                let k = f.trailing_zeros() as usize;
-                f &= f - 1;
-                k_n += self.known[k * self.n + j] as f64;
-                p_n += self.passed[k * self.n + j] as f64;
-            }
-            out[j] = (p_n + PAIR_PRIOR * q[j]) / (k_n + PAIR_PRIOR);
+            out[j] = (passing[j] + PAIR_PRIOR * q[j]) / (measured[j] + PAIR_PRIOR);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn moved_earlier_marks_the_steps_run_on_events_stopped_before_them() {
+        // 0 > 1 > 2 against 2 > 0 > 1: only 2 runs on events 0 or 1 stop.
+        assert_eq!(moved_earlier(&[0, 1, 2], &[2, 0, 1]), 0b100);
+        assert_eq!(moved_earlier(&[0, 1, 2], &[0, 1, 2]), 0);
+        assert_eq!(moved_earlier(&[0, 1, 2], &[1, 0, 2]), 0b010);
+        assert_eq!(prefix_differs(&[0, 1, 2], &[1, 0, 2]), 0b011);
+    }
+
+    /// Step 0 and step 2 are twins; step 1 is independent of both. Ten
+    /// samples rejected by 0 measured 1 and 2 after it, and both failed. A
+    /// sample that passed 0 and was rejected by 1 is imputed on 2 from the
+    /// samples that failed 1 and not 0 (none: the pass rate of 2 on the
+    /// events reaching it), not from those that its twin rejected; one
+    /// rejected by 0 is imputed from those, its twin failing.
+    #[test]
+    fn undecided_steps_are_imputed_from_samples_consistent_with_them() {
+        let mut samples = vec![
+            Sample {
+                known: 0b111,
+                pass: 0
+            };
+            10
+        ];
+        samples.push(Sample {
+            known: 0b011,
+            pass: 0b001,
+        });
+        let donors = Donors::new(3, &samples);
+        let q = [0.5, 0.5, 0.9];
+        let mut out = [0.0; 3];
+        let s = Sample {
+            known: 0b011,
+            pass: 0b001,
+        };
+        donors.conditional(&s, 0b100, &q, &mut out);
+        assert!((out[2] - 0.9).abs() < 1e-12, "{out:?}");
+        donors.conditional(
+            &Sample {
+                known: 0b001,
+                pass: 0,
+            },
+            0b110,
+            &q,
+            &mut out,
+        );
+        assert!(out[2] < 0.2 && out[1] < 0.2, "{out:?}");
     }
 }

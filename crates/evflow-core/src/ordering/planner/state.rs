@@ -179,6 +179,33 @@ pub(super) struct State {
     /// Stop counts of the orders in force before the current one (most
     /// recent last; merged by order), since the last drift.
     pub(super) archive: Vec<Epoch>,
+    /// The last change of order, until its stop counts confirm it, refute
+    /// it or another change replaces it; and the orders refuted so far.
+    pub(super) trial: Option<Trial>,
+    pub(super) refuted: Vec<Refuted>,
+}
+
+/// A change of order on trial: what to come back to, and what its choice
+/// predicted.
+#[derive(Clone, Debug)]
+pub(super) struct Trial {
+    /// The order left (groups of positions), and its stop counts.
+    pub(super) previous: Vec<Vec<usize>>,
+    pub(super) previous_stops: Vec<u64>,
+    /// The order on trial (positions) and, per position in it, the pass
+    /// rate predicted on the events reaching it.
+    pub(super) order: Vec<usize>,
+    pub(super) predicted: Vec<f64>,
+    /// What refuted the prediction, once it was.
+    pub(super) refuted: Option<String>,
+}
+
+/// An order refuted by its own stop counts: not taken again before the
+/// samples seen reach `until_samples`.
+#[derive(Clone, Debug)]
+pub(super) struct Refuted {
+    pub(super) order: Vec<usize>,
+    pub(super) until_samples: u64,
 }
 
 /// The plans of an order: the regular one, and one sampled plan per

@@ -321,3 +321,60 @@ pub(super) fn heavy_rate(
         top
     }
 }
+
+/// Makes the sampling rates after a rejection respect the precedence
+/// constraints (`preds`: bit sets of positions): a sampled event runs a
+/// step after a rejection only if the steps it must follow ran too (their
+/// products, or their order, are what the constraint protects). Where a
+/// step's rate exceeds a predecessor's, a cheap predecessor is raised to
+/// it (measuring it costs little), and otherwise (`heavy[k]`) the step is
+/// capped at the predecessor's rate.
+pub(super) fn settle_constraints(rates: &mut [f64], preds: &[u64], heavy: &[bool]) {
+    // Constraints chain: repeat until nothing changes; the last pass only
+    // caps, so that the rule holds whatever the chains.
+    for pass in 0..=rates.len() {
+        let mut changed = false;
+        for j in 0..rates.len() {
+            let mut p = preds[j];
+            while p != 0 {
+                let k = p.trailing_zeros() as usize;
+                p &= p - 1;
+                if rates[k] < rates[j] {
+                    if heavy[k] || pass == rates.len() {
+                        rates[j] = rates[k];
+                    } else {
+                        rates[k] = rates[j];
+                    }
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_is_sampled_no_more_often_than_the_steps_it_follows() {
+        // 2 after 1, 3 after 2; 1 is expensive: the cap follows the chain.
+        let mut rates = [0.5, 0.1, 0.3, 0.4];
+        settle_constraints(
+            &mut rates,
+            &[0, 0, 0b0010, 0b0100],
+            &[false, true, false, false],
+        );
+        assert_eq!(rates, [0.5, 0.1, 0.1, 0.1]);
+        // 1 after 0, both cheap: 0 is raised to 1's rate.
+        let mut cheap = [0.1, 0.5];
+        settle_constraints(&mut cheap, &[0, 0b01], &[false, false]);
+        assert_eq!(cheap, [0.5, 0.5]);
+        let mut free = [0.5, 0.1];
+        settle_constraints(&mut free, &[0, 0], &[false, false]);
+        assert_eq!(free, [0.5, 0.1]);
+    }
+}

@@ -260,3 +260,91 @@ fn batch_timings_correct_a_probe_slowed_by_other_processes() {
     assert!(first_right <= 3, "{orders:?}");
     assert!(orders[first_right..].iter().all(|&r| r), "{orders:?}");
 }
+
+/// A change decided on samples that misjudge a step: 200 samples in which
+/// `f1` rejects half of the events (independently of `f0`, which rejects
+/// 10%), against 200 events of the written order `f0 > f1` in which `f1`
+/// rejects 10% of those `f0` passes, put `f1` first. Once `f1 > f0` runs,
+/// its own stop counts show `f1` rejecting 1% (predicted: about a third):
+/// the events cost more than under the written order, beyond their noise,
+/// and the change is undone; the next decision, on the same samples, does
+/// not take it again. A change whose stop counts refute the prediction too
+/// (`f1` rejecting half) but show it cheaper stays.
+#[test]
+fn a_change_its_own_stop_counts_refute_is_undone() {
+    let run = |f1_rejects_per_mille: u64| {
+        let planner = two_steps();
+        let Slot::Dynamic(d) = &planner.paths[0] else {
+            panic!("a dynamic path");
+        };
+        {
+            let mut s = lock(&d.samples);
+            for k in 0..200u64 {
+                let pass = u64::from(k % 10 != 0) | u64::from(k % 2 == 0) << 1;
+                s.push(Sample { known: 0b11, pass });
+            }
+        }
+        // The written order on 200 events: f0 rejects 20, f1 18.
+        for (position, events) in [(0, 20), (1, 18), (2, 162)] {
+            d.stops.add(position, events);
+        }
+        let mut st = lock(&d.state);
+        st.learning = false;
+        planner.decide_adaptive(d, &mut st, 1_000);
+        assert_eq!(planner.current_order(0), ["f1", "f0"]);
+        let trial = st.trial.as_ref().expect("a change on trial");
+        assert!(trial.predicted[0] < 0.75, "{trial:?}");
+        // 1000 events under `f1 > f0`; f0 rejects 10% of those f1 passes.
+        let rejected_by_f1 = f1_rejects_per_mille;
+        let rejected_by_f0 = (1000 - rejected_by_f1) / 10;
+        for (position, events) in [
+            (0, rejected_by_f1),
+            (1, rejected_by_f0),
+            (2, 1000 - rejected_by_f1 - rejected_by_f0),
+        ] {
+            d.stops.add(position, events);
+        }
+        planner.verify_change(d, &mut st, 2_000);
+        let undone = planner.current_order(0) == ["f0", "f1"];
+        if undone {
+            let history = lock(&planner.history);
+            let reason = &history.last().unwrap().reason;
+            assert!(
+                reason.contains("undone") && reason.contains("'f1'"),
+                "{reason}"
+            );
+            drop(history);
+            planner.decide_adaptive(d, &mut st, 2_100);
+            assert_eq!(planner.current_order(0), ["f0", "f1"]);
+        }
+        undone
+    };
+    assert!(run(10), "refuted by its stop counts");
+    assert!(!run(500), "confirmed by its stop counts");
+}
+
+/// An open question whose answer lies in how `f1` does on the events `f0`
+/// rejects (the better-looking order runs `f1` first): `f1` is measured
+/// after a rejection at a rate of its own, above that of a step whose place
+/// is not in question; without the question both go at one rate.
+#[test]
+fn an_open_question_samples_the_step_it_would_move_earlier() {
+    let planner = planner(&OrderingOptions::new(Policy::Adaptive));
+    let Slot::Dynamic(d) = &planner.paths[0] else {
+        panic!("a dynamic path");
+    };
+    let mut st = lock(&d.state);
+    st.learning = false;
+    st.cost_known = vec![true; 2];
+    st.costs = vec![10e-6; 2];
+    st.expected_s = 15e-6;
+    let cur = read(&d.current).clone();
+    planner.set_rates(d, &mut st, &cur, None);
+    assert_eq!(st.rates[0], st.rates[1]);
+    let settled = st.rates[1];
+    st.contested = super::robust::moved_earlier(&[0, 1], &[1, 0]);
+    assert_eq!(st.contested, 0b10);
+    planner.set_rates(d, &mut st, &cur, None);
+    assert!(st.rates[1] > 1.5 * settled, "{:?}", st.rates);
+    assert_eq!(st.rates[0], settled);
+}
