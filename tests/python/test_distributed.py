@@ -175,6 +175,21 @@ def _reference(paths: list[str], exclude: tuple[int, int] | None = None) -> dict
     }
 
 
+def _matches_reference(dist: ef.Result, ref: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    """The distributed histograms and skim against the numpy reference and
+    the single-process skim (`single.parquet`); returns the skim's manifest."""
+    assert np.array_equal(dist.histograms["jet_pt"].values(), ref["jet_pt"])
+    assert np.array_equal(dist.histograms["met"].values(), ref["met"])
+    assert np.allclose(dist.histograms["mll"].values(), ref["mll"], rtol=1e-12, atol=0)
+    # The skim: every selected event once, in the single-process order.
+    rows = read_skim(str(tmp_path / "skim"))
+    assert rows.equals(pq.read_table(tmp_path / "single.parquet"))
+    assert np.array_equal(rows.column("event").to_numpy(), ref["event"])
+    manifest: dict[str, Any] = json.loads((tmp_path / "skim" / MANIFEST).read_text())
+    assert manifest["rows"] == len(ref["event"])
+    return manifest
+
+
 @pytest.mark.parametrize("kind", ["parquet", "root"])
 def test_identical_to_single_process_and_reference(client: Any, files: dict[str, list[str]], kind: str,
                                                    tmp_path: Path) -> None:  # fmt: skip
@@ -185,15 +200,8 @@ def test_identical_to_single_process_and_reference(client: Any, files: dict[str,
     assert len(dist.report["distributed"]["chunks"]) >= 3
     ref = _reference(files[kind])
     assert dist.events == ref["events"] and dist.cutflow["sel"].passed == ref["passed"]
-    assert np.array_equal(dist.histograms["jet_pt"].values(), ref["jet_pt"])
-    assert np.array_equal(dist.histograms["met"].values(), ref["met"])
-    assert np.allclose(dist.histograms["mll"].values(), ref["mll"], rtol=1e-12, atol=0)
-    # The skim: every selected event once, in the single-process order.
-    rows = read_skim(str(tmp_path / "skim"))
-    assert rows.equals(pq.read_table(tmp_path / "single.parquet"))
-    assert np.array_equal(rows.column("event").to_numpy(), ref["event"])
-    manifest = json.loads((tmp_path / "skim" / MANIFEST).read_text())
-    assert manifest["rows"] == len(ref["event"]) == dist.outputs[str(tmp_path / "skim")]
+    manifest = _matches_reference(dist, ref, tmp_path)
+    assert manifest["rows"] == dist.outputs[str(tmp_path / "skim")]
     assert sorted(os.listdir(tmp_path / "skim")) == sorted(
         [MANIFEST] + [p["file"] for p in manifest["parts"] if p["file"]]
     )
@@ -355,14 +363,8 @@ def test_skipped_batch_contributes_nothing_on_a_cluster(
     ref = _reference(paths, exclude=(1000, 2000))  # row group 1 of the first file: batch 1
     assert dist.events == ref["events"] == dist.cutflow["sel"].events
     assert dist.cutflow["sel"].passed == ref["passed"]
-    assert np.array_equal(dist.histograms["jet_pt"].values(), ref["jet_pt"])
     assert np.array_equal(dist.histograms["jets_checked"].values(), ref["jet_pt"])
-    assert np.array_equal(dist.histograms["met"].values(), ref["met"])
-    assert np.allclose(dist.histograms["mll"].values(), ref["mll"], rtol=1e-12, atol=0)
-    rows = read_skim(str(tmp_path / "skim"))
-    assert rows.equals(pq.read_table(tmp_path / "single.parquet"))
-    assert np.array_equal(rows.column("event").to_numpy(), ref["event"])
-    assert json.loads((tmp_path / "skim" / MANIFEST).read_text())["rows"] == len(ref["event"])
+    _matches_reference(dist, ref, tmp_path)
 
 
 def test_empty_skim_keeps_its_types_on_a_cluster(

@@ -154,18 +154,17 @@ impl OrderingPlanner {
         // Samples with the same decisions are imputed alike.
         let mut imputed: std::collections::HashMap<(u64, u64), Vec<f64>> =
             std::collections::HashMap::new();
-        let mut qs = q.clone();
         for (s, &w) in samples.iter().zip(&weights) {
             let unknown = full & !s.known;
-            if unknown != 0 {
-                let rates = imputed.entry((s.known, s.pass)).or_insert_with(|| {
+            let q: &[f64] = if unknown == 0 {
+                &q
+            } else {
+                imputed.entry((s.known, s.pass)).or_insert_with(|| {
                     let mut rates = q.clone();
                     donors.conditional(s, unknown, &q, &mut rates);
                     rates
-                });
-                qs.copy_from_slice(rates);
-            }
-            let q = &qs;
+                })
+            };
             if unknown == 0 {
                 list.push((s.pass, w));
             } else if unknown.count_ones() <= MAX_IMPUTED_BITS {
@@ -303,6 +302,7 @@ impl OrderingPlanner {
                     previous_stops: stops.clone(),
                     order: groups.iter().flatten().copied().collect(),
                     predicted,
+                    moved: prefix_differs(&cur_order, &order),
                     refuted: None,
                 });
                 let current = make_current(&d.steps, groups, &st.rates);
@@ -310,7 +310,7 @@ impl OrderingPlanner {
                 st.drift = DriftState::default();
                 // Keep the counts of the order left.
                 let left = epochs.pop().expect("the current epoch");
-                self.archive_epoch(st, left);
+                st.archive_epoch(left);
                 cost = new_cost;
                 changed = true;
             } else if gain > (t.min_gain + CONTEST_BUDGETS * t.sample_budget) * cur_seq

@@ -196,6 +196,9 @@ pub(super) struct Trial {
     /// rate predicted on the events reaching it.
     pub(super) order: Vec<usize>,
     pub(super) predicted: Vec<f64>,
+    /// The steps whose place changed (the set of steps before them
+    /// differs between the two orders): the only ones tested and costed.
+    pub(super) moved: u64,
     /// What refuted the prediction, once it was.
     pub(super) refuted: Option<String>,
 }
@@ -206,6 +209,26 @@ pub(super) struct Trial {
 pub(super) struct Refuted {
     pub(super) order: Vec<usize>,
     pub(super) until_samples: u64,
+}
+
+impl State {
+    /// Keeps the stop counts of an order left, merged with an earlier
+    /// period under the same order; at most `MAX_EPOCHS` orders.
+    pub(super) fn archive_epoch(&mut self, left: Epoch) {
+        match self.archive.iter().position(|e| e.order == left.order) {
+            Some(i) => {
+                let mut e = self.archive.remove(i);
+                for (a, b) in e.stops.iter_mut().zip(&left.stops) {
+                    *a += b;
+                }
+                self.archive.push(e);
+            }
+            None => self.archive.push(left),
+        }
+        if self.archive.len() > MAX_EPOCHS {
+            self.archive.remove(0);
+        }
+    }
 }
 
 /// The plans of an order: the regular one, and one sampled plan per

@@ -15,7 +15,6 @@
 //! samples have doubled (or the data drift).
 
 use super::OrderingPlanner;
-use super::robust::prefix_differs;
 use super::state::*;
 use super::stats::*;
 
@@ -121,11 +120,9 @@ impl OrderingPlanner {
         };
         let n = d.steps.len();
         let stops = d.stops.snapshot(n + 1);
-        let previous: Vec<usize> = trial.previous.iter().flatten().copied().collect();
-        let moved = prefix_differs(&previous, &trial.order);
         if trial.refuted.is_none() {
             let Some((i, reached, rate)) =
-                refuted_at(&stops, &trial.order, &trial.predicted, moved)
+                refuted_at(&stops, &trial.order, &trial.predicted, trial.moved)
             else {
                 return;
             };
@@ -136,8 +133,10 @@ impl OrderingPlanner {
                 100.0 * trial.predicted[i],
             ));
         }
-        let (after, after_var) = counted_cost(&stops, &trial.order, &st.costs, moved);
-        let (before, before_var) = counted_cost(&trial.previous_stops, &previous, &st.costs, moved);
+        let previous: Vec<usize> = trial.previous.iter().flatten().copied().collect();
+        let (after, after_var) = counted_cost(&stops, &trial.order, &st.costs, trial.moved);
+        let (before, before_var) =
+            counted_cost(&trial.previous_stops, &previous, &st.costs, trial.moved);
         if after - before <= UNDO_Z * (after_var + before_var).sqrt() {
             return;
         }
@@ -154,13 +153,10 @@ impl OrderingPlanner {
         });
         let groups = trial.previous.clone();
         let cur = read(&d.current).clone();
-        self.archive_epoch(
-            st,
-            Epoch {
-                order: cur.order.clone(),
-                stops,
-            },
-        );
+        st.archive_epoch(Epoch {
+            order: cur.order.clone(),
+            stops,
+        });
         st.trial = None;
         st.drift = DriftState::default();
         let current = make_current(&d.steps, groups, &st.rates);
@@ -168,24 +164,6 @@ impl OrderingPlanner {
         st.stable = 0;
         st.interval = self.tuning.min_interval.max(1);
         st.next_decision = n_obs + st.interval;
-    }
-
-    /// Keeps the stop counts of an order left, merged with an earlier
-    /// period under the same order; at most `MAX_EPOCHS` orders.
-    pub(super) fn archive_epoch(&self, st: &mut State, left: Epoch) {
-        match st.archive.iter().position(|e| e.order == left.order) {
-            Some(i) => {
-                let mut e = st.archive.remove(i);
-                for (a, b) in e.stops.iter_mut().zip(&left.stops) {
-                    *a += b;
-                }
-                st.archive.push(e);
-            }
-            None => st.archive.push(left),
-        }
-        if st.archive.len() > MAX_EPOCHS {
-            st.archive.remove(0);
-        }
     }
 }
 
