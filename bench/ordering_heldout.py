@@ -180,6 +180,12 @@ def main() -> int:
         "--baseline", type=Path, help="an evflow built from another commit, run alternately with this one"
     )
     args = ap.parse_args()
+    if args.runs < 1 or args.events < 1 or args.threads < 1:
+        ap.error("--runs, --events and --threads must be at least 1")
+    if args.baseline is not None and not args.baseline.is_file():
+        ap.error(
+            f"--baseline {args.baseline}: no such file (give an evflow binary built from another commit)"
+        )
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "evflow-cli"], cwd=ROOT, check=True)
     tmp = Path(tempfile.mkdtemp(prefix="evflow-heldout-"))
     burner = None
