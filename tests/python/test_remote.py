@@ -51,6 +51,16 @@ def client() -> Any:
     cluster.close()
 
 
+@pytest.fixture(autouse=True)
+def _workers_present(request: pytest.FixtureRequest) -> None:
+    """Each test that uses the cluster starts with both workers registered:
+    a worker killed by an earlier test is restarted by its nanny, and under
+    load the scheduler can briefly list none (a test then saw "0 workers"
+    and ran the module locally)."""
+    if "client" in request.fixturenames:
+        request.getfixturevalue("client").wait_for_workers(2, timeout=60)
+
+
 def gpu_workers(client: Any) -> set[str]:
     workers = client.scheduler_info()["workers"]
     return {a for a, w in workers.items() if w.get("resources", {}).get("GPU")}
