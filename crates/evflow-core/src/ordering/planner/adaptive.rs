@@ -404,8 +404,15 @@ impl OrderingPlanner {
         // event. From the costliest down, a step is expensive while that
         // exceeds the total of all the steps that cost less (measuring it
         // with them would at least halve their rate); a step never measured
-        // is expensive too.
-        let probe: Vec<f64> = (0..n).map(|j| st.costs[j] * after_reject[j]).collect();
+        // is expensive too. What a measurement costs is the step's measured
+        // running time where it exceeds the estimate shrunk towards the
+        // other steps' (`costs::shrink`, there to keep one noisy timing from
+        // deciding the order): a 1 ms step timed once counts as 1 ms here,
+        // not as a quarter of it, and is not measured after every rejection
+        // of the warm-up.
+        let probe: Vec<f64> = (0..n)
+            .map(|j| st.costs[j].max(st.decided_costs[j]) * after_reject[j])
+            .collect();
         let mut by_cost: Vec<usize> = (0..n).filter(|&j| st.cost_known[j]).collect();
         by_cost.sort_by(|&a, &b| probe[b].total_cmp(&probe[a]));
         let mut heavy: Vec<bool> = (0..n).map(|j| !st.cost_known[j]).collect();

@@ -348,3 +348,47 @@ fn an_open_question_samples_the_step_it_would_move_earlier() {
     assert!(st.rates[1] > 1.5 * settled, "{:?}", st.rates);
     assert_eq!(st.rates[0], settled);
 }
+
+/// A 1 ms step timed once, among steps of 200 µs timed many times, has its
+/// cost estimate shrunk towards theirs for ordering (to about 400 µs, no
+/// more than the two cheaper steps together); measuring it after a
+/// rejection still costs its measured 1 ms, so it counts as expensive and
+/// the warm-up, which measures the cheap steps after every rejection,
+/// measures it only at its own small rate.
+#[test]
+fn a_costly_step_timed_once_is_not_measured_after_every_rejection_of_the_warm_up() {
+    let mut proc = Process::new("scripted");
+    proc.set_source(EmptySource::new(1));
+    for label in ["f0", "f1", "f2"] {
+        proc.add(ModuleDesc::filter(label, Driven));
+    }
+    proc.add_path(PathDesc::new("sel", ["f0", "f1", "f2"]).reorderable(true));
+    let planner = OrderingPlanner::new(
+        &proc.compile().unwrap(),
+        &OrderingOptions::new(Policy::Adaptive),
+    );
+    let rings: Vec<_> = planner.rings.iter().flatten().collect();
+    assert_eq!(rings.len(), 3);
+    for ring in &rings[..2] {
+        for _ in 0..200 {
+            ring.push(200_000);
+        }
+    }
+    rings[2].push(1_000_000);
+    let Slot::Dynamic(d) = &planner.paths[0] else {
+        panic!("a dynamic path");
+    };
+    let mut st = lock(&d.state);
+    assert!(st.learning);
+    planner.update_costs(d, &mut st);
+    assert!(
+        st.costs[2] <= st.costs[0] + st.costs[1],
+        "shrunk for ordering: {:?}",
+        st.costs
+    );
+    let cur = read(&d.current).clone();
+    planner.set_rates(d, &mut st, &cur, None);
+    assert!(st.heavy[2], "{:?}", st.heavy);
+    assert_eq!(st.rates[..2], [1.0, 1.0]);
+    assert!(st.rates[2] < 0.25, "{:?}", st.rates);
+}
