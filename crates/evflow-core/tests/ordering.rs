@@ -392,10 +392,10 @@ fn drive(
     for e in 0..events {
         let plan = planner.plan(0, e);
         outcome.steps.clear();
-        let mut accepted = true;
+        let mut rejected_at = None;
         let mut work = 0.0;
         for (g, group) in plan.groups.iter().enumerate() {
-            if !accepted && plan.skips_after_reject(g) {
+            if rejected_at.is_some_and(|k| plan.skips_after_reject(k, g)) {
                 continue;
             }
             let mut group_ok = true;
@@ -409,13 +409,13 @@ fn drive(
                 group_ok &= pass;
             }
             if !group_ok {
-                accepted = false;
+                rejected_at.get_or_insert(g);
                 if !plan.evaluate_all {
                     break;
                 }
             }
         }
-        outcome.accepted = accepted;
+        outcome.accepted = rejected_at.is_none();
         outcome.sampled = plan.evaluate_all;
         planner.observe(0, e, &outcome);
         used.push((plan.order().collect(), plan.evaluate_all, work));

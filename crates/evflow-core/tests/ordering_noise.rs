@@ -135,10 +135,10 @@ fn drive(p: &Pipeline, events: u64, spike: f64, noise_seed: u64) -> Driven {
     for e in 0..events {
         let plan = d.planner.plan(0, e);
         outcome.steps.clear();
-        let mut accepted = true;
+        let mut rejected_at = None;
         let mut work = 0.0;
         for (g, group) in plan.groups.iter().enumerate() {
-            if !accepted && plan.skips_after_reject(g) {
+            if rejected_at.is_some_and(|k| plan.skips_after_reject(k, g)) {
                 continue;
             }
             let mut ok = true;
@@ -154,13 +154,13 @@ fn drive(p: &Pipeline, events: u64, spike: f64, noise_seed: u64) -> Driven {
                 ok &= pass;
             }
             if !ok {
-                accepted = false;
+                rejected_at.get_or_insert(g);
                 if !plan.evaluate_all {
                     break;
                 }
             }
         }
-        outcome.accepted = accepted;
+        outcome.accepted = rejected_at.is_none();
         outcome.sampled = plan.evaluate_all;
         d.planner.observe(0, e, &outcome);
         d.orders.push(plan.order().collect());

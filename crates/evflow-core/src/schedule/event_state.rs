@@ -42,6 +42,9 @@ pub enum Outcome {
     Failed,
 }
 
+/// `EventState::rejected_at` of a path no step has rejected.
+const NOT_REJECTED: u32 = u32::MAX;
+
 /// The scheduling state of one event in flight.
 #[derive(Clone, Debug)]
 pub struct EventState {
@@ -51,8 +54,9 @@ pub struct EventState {
     /// Per path: index of the current group of its plan.
     cursor: Vec<u32>,
     plans: Vec<Arc<PathPlan>>,
-    /// Per path: a step rejected while evaluating all steps (sampling).
-    rejected_seen: Vec<bool>,
+    /// Per path: the group whose step was the first to reject the event
+    /// while evaluating all steps (sampling), `NOT_REJECTED` before.
+    rejected_at: Vec<u32>,
     path_status: Vec<PathStatus>,
     undecided_paths: usize,
     end_started: bool,
@@ -77,7 +81,7 @@ impl EventState {
                 .iter()
                 .map(|p| Arc::new(PathPlan::sequence(p.steps.iter().copied())))
                 .collect(),
-            rejected_seen: vec![false; graph.paths.len()],
+            rejected_at: vec![NOT_REJECTED; graph.paths.len()],
             path_status: vec![PathStatus::Running; graph.paths.len()],
             undecided_paths: graph.paths.len(),
             end_started: false,
@@ -102,7 +106,7 @@ impl EventState {
         self.status.fill(Status::Idle);
         self.passed.fill(false);
         self.cursor.fill(0);
-        self.rejected_seen.fill(false);
+        self.rejected_at.fill(NOT_REJECTED);
         for (p, slot) in self.plans.iter_mut().enumerate() {
             *slot = plan(p);
         }
@@ -253,16 +257,18 @@ impl EventState {
         out.counts.clear();
         let plan = &self.plans[p];
         let reached = (self.cursor[p] as usize + 1).min(plan.groups.len());
-        let mut rejected = false;
+        let mut rejected_at = None;
         for (g, group) in plan.groups[..reached].iter().enumerate() {
-            if rejected && plan.skips_after_reject(g) {
+            if rejected_at.is_some_and(|k| plan.skips_after_reject(k, g)) {
                 continue;
             }
             for &m in group {
                 if self.status[m] == Status::Done {
                     out.steps.push((m, self.passed[m]));
                     out.counts.push(None);
-                    rejected |= !self.passed[m];
+                    if !self.passed[m] && rejected_at.is_none() {
+                        rejected_at = Some(g);
+                    }
                 }
             }
         }
@@ -275,7 +281,7 @@ impl EventState {
         loop {
             let g = self.cursor[p] as usize;
             let Some(group) = plan.groups.get(g) else {
-                let decision = if self.rejected_seen[p] {
+                let decision = if self.rejected_at[p] != NOT_REJECTED {
                     PathStatus::Rejected
                 } else {
                     PathStatus::Accepted
@@ -283,7 +289,8 @@ impl EventState {
                 self.decide(graph, p, decision, ready);
                 return;
             };
-            if self.rejected_seen[p] && plan.skips_after_reject(g) {
+            let k = self.rejected_at[p];
+            if k != NOT_REJECTED && plan.skips_after_reject(k as usize, g) {
                 self.cursor[p] += 1;
                 continue;
             }
@@ -291,7 +298,11 @@ impl EventState {
             for &m in group {
                 match self.status[m] {
                     Status::Done if self.passed[m] => {}
-                    Status::Done if plan.evaluate_all => self.rejected_seen[p] = true,
+                    Status::Done if plan.evaluate_all => {
+                        if self.rejected_at[p] == NOT_REJECTED {
+                            self.rejected_at[p] = g as u32;
+                        }
+                    }
                     Status::Done => {
                         self.decide(graph, p, PathStatus::Rejected, ready);
                         return;

@@ -13,9 +13,10 @@ use crate::graph::{Graph, ModuleIdx, PathIdx};
 /// step, unless `evaluate_all` is set (a *sampled* event that measures every
 /// filter): then every step runs and the path is accepted when all pass.
 /// A sampled event may measure only some of the steps that follow a
-/// rejection: `skip_after_reject[g]` skips group `g` once a step of the path
-/// has rejected the event (the decision is made by then; a missing entry
-/// runs the group).
+/// rejection, and which ones may depend on where it was rejected:
+/// `skip_after_reject[k * groups.len() + g]` skips group `g` once a step of
+/// group `k` was the first to reject the event (the decision is made by
+/// then; a missing entry runs the group).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PathPlan {
     pub groups: Vec<Vec<ModuleIdx>>,
@@ -32,9 +33,15 @@ impl PathPlan {
             skip_after_reject: Vec::new(),
         }
     }
-    /// Whether group `g` is skipped once a step has rejected the event.
-    pub fn skips_after_reject(&self, g: usize) -> bool {
-        self.evaluate_all && self.skip_after_reject.get(g).copied().unwrap_or(false)
+    /// Whether group `g` is skipped once a step of group `rejected_at` was
+    /// the first to reject the event.
+    pub fn skips_after_reject(&self, rejected_at: usize, g: usize) -> bool {
+        self.evaluate_all
+            && self
+                .skip_after_reject
+                .get(rejected_at * self.groups.len() + g)
+                .copied()
+                .unwrap_or(false)
     }
     /// The modules in execution order.
     pub fn order(&self) -> impl Iterator<Item = ModuleIdx> + '_ {

@@ -18,9 +18,12 @@ use crate::schedule::OrderChange;
 
 use crate::ordering::model::Joint;
 
-/// A possible gain keeps the sampling at its full budget only when it
-/// exceeds this many budgets (the most the extra samples can cost).
-const CONTEST_BUDGETS: f64 = 2.0;
+/// A possible gain is measured (`set_rates`) only when it exceeds this
+/// many sampling budgets (the most the extra samples can cost).
+const CONTEST_BUDGETS: f64 = 0.5;
+
+/// The longest interval between decisions while a question is open.
+const CONTEST_INTERVAL: u64 = 1024;
 
 impl OrderingPlanner {
     pub(super) fn checkpoint(&self, d: &Dyn, n_obs: u64) {
@@ -223,6 +226,7 @@ impl OrderingPlanner {
         let mut in_force = cur.clone();
         let mut cost = cur_cost;
         st.contested = 0;
+        st.contender.clear();
         if samples.len() >= MIN_SAMPLES_TO_REORDER {
             let (order, method) = match &d.ideals {
                 Some(ideals) => {
@@ -305,7 +309,7 @@ impl OrderingPlanner {
                     moved: prefix_differs(&cur_order, &order),
                     refuted: None,
                 });
-                let current = make_current(&d.steps, groups, &st.rates);
+                let current = make_current(&d.steps, groups, &st.rates, st.targets(&d.preds));
                 in_force = self.install(d, current, n_obs, reason);
                 st.drift = DriftState::default();
                 // Keep the counts of the order left.
@@ -315,13 +319,14 @@ impl OrderingPlanner {
                 changed = true;
             } else if gain > (t.min_gain + CONTEST_BUDGETS * t.sample_budget) * cur_seq
                 && sigma_pass > SWITCH_Z * sigma_costs
+                && !refuted
             {
                 // Worth switching to if the pass table is right (by more than
                 // the extra sampling costs), and it is the pass table, not
-                // the timings, that leaves it unproven: keep sampling at the
-                // full budget, which answers the question, rather than
-                // settle on a guess.
+                // the timings, that leaves it unproven: measure what answers
+                // it (`set_rates`) rather than settle on a guess.
                 st.contested = moved_earlier(&cur_order, &order);
+                st.contender = order.clone();
             }
         }
         st.cost_note = None;
@@ -358,12 +363,16 @@ impl OrderingPlanner {
             st.stable = 0;
             st.interval = t.min_interval.max(1);
         } else {
-            // An open question between two orders keeps the full sampling
-            // budget (`stable_factor`) until more samples answer it.
-            if st.contested == 0 {
-                st.stable += 1;
-            }
-            st.interval = (st.interval * 2).min(t.max_interval.max(1));
+            // An open question between two orders is looked at again at
+            // least every `CONTEST_INTERVAL` events, as its measurements come
+            // in (`set_rates`).
+            st.stable += 1;
+            let longest = if st.contested != 0 {
+                CONTEST_INTERVAL.min(t.max_interval)
+            } else {
+                t.max_interval
+            };
+            st.interval = (st.interval * 2).min(longest.max(1));
         }
         st.next_decision = n_obs + st.interval;
     }
@@ -384,8 +393,10 @@ impl OrderingPlanner {
         let t = &self.tuning;
         let n = d.steps.len();
         let (lo, hi) = (t.min_sample_rate, t.max_sample_rate.max(t.min_sample_rate));
-        // Probability that the event was rejected before each step.
+        // Probability that the event was rejected before each step, and
+        // by each group.
         let mut after_reject = vec![0.5f64; n];
+        let mut reject = Vec::with_capacity(cur.groups.len());
         let mut expected = st.expected_s;
         if let Some(pm) = pm {
             let mut passed = 0u64;
@@ -397,6 +408,7 @@ impl OrderingPlanner {
                 for &j in g {
                     passed |= 1 << j;
                 }
+                reject.push((reach - pm.pass(passed).clamp(0.0, 1.0)).max(0.0));
             }
             expected = pm.cost(&st.costs, &cur.groups);
         }
@@ -410,9 +422,10 @@ impl OrderingPlanner {
         // deciding the order): a 1 ms step timed once counts as 1 ms here,
         // not as a quarter of it, and is not measured after every rejection
         // of the warm-up.
-        let probe: Vec<f64> = (0..n)
-            .map(|j| st.costs[j].max(st.decided_costs[j]) * after_reject[j])
+        let measured: Vec<f64> = (0..n)
+            .map(|j| st.costs[j].max(st.decided_costs[j]))
             .collect();
+        let probe: Vec<f64> = (0..n).map(|j| measured[j] * after_reject[j]).collect();
         let mut by_cost: Vec<usize> = (0..n).filter(|&j| st.cost_known[j]).collect();
         by_cost.sort_by(|&a, &b| probe[b].total_cmp(&probe[a]));
         let mut heavy: Vec<bool> = (0..n).map(|j| !st.cost_known[j]).collect();
@@ -435,24 +448,8 @@ impl OrderingPlanner {
         } else {
             hi
         };
-        // An open question between the order in force and a better looking
-        // one (`contested`): the cheap steps that the other order runs
-        // earlier are measured after rejections at a rate of their own,
-        // from the budget spent on them alone, since it is their pass rates
-        // on the events stopped before them that answer it.
-        let movers = |j: usize| st.contested >> j & 1 == 1 && !heavy[j];
-        let mover_probe: f64 = (0..n).filter(|&j| movers(j)).map(|j| probe[j]).sum();
-        let mover_rate = if !st.learning && mover_probe > 0.0 {
-            (cheap_budget * expected / mover_probe)
-                .clamp(lo, hi)
-                .max(cheap_rate)
-        } else {
-            cheap_rate
-        };
         for j in 0..n {
-            st.rates[j] = if movers(j) {
-                mover_rate
-            } else if !heavy[j] {
+            st.rates[j] = if !heavy[j] {
                 cheap_rate
             } else if !st.cost_known[j] {
                 hi
@@ -461,9 +458,53 @@ impl OrderingPlanner {
             };
         }
         settle_constraints(&mut st.rates, &d.preds, &heavy);
+        // An open question between the order in force and a better looking
+        // one (`contested`, `contender`): it is answered by the pass rates
+        // of the cheap steps that the contender runs earlier, on the events
+        // stopped by the steps they would jump. They are measured after
+        // those rejections only, at a rate of their own from half the full
+        // budget (whatever the stability of the order).
+        st.targeted.clear();
+        if !st.learning && st.contested != 0 {
+            let place = |order: &[usize], j: usize| order.iter().position(|&i| i == j);
+            let cur_order: Vec<usize> = cur.groups.iter().flatten().copied().collect();
+            let mut jumped = vec![0u64; n];
+            let mut probe_targeted = 0.0;
+            for j in (0..n).filter(|&j| st.contested >> j & 1 == 1 && !heavy[j]) {
+                let (Some(now), Some(then)) = (place(&cur_order, j), place(&st.contender, j))
+                else {
+                    continue;
+                };
+                jumped[j] = cur_order[..now]
+                    .iter()
+                    .filter(|&&i| place(&st.contender, i).is_some_and(|p| p > then))
+                    .fold(0u64, |b, &i| b | 1 << i);
+                let stopped: f64 = cur
+                    .groups
+                    .iter()
+                    .zip(&reject)
+                    .filter(|(g, _)| g.iter().any(|&i| jumped[j] >> i & 1 == 1))
+                    .map(|(_, &p)| p)
+                    .sum();
+                probe_targeted += measured[j] * stopped;
+            }
+            if probe_targeted > 0.0 {
+                let rate = (t.sample_budget / 2.0 * expected / probe_targeted).clamp(lo, 1.0);
+                st.targeted = jumped
+                    .iter()
+                    .enumerate()
+                    .map(|(j, &by)| (by, if by != 0 { rate.max(st.rates[j]) } else { 0.0 }))
+                    .collect();
+            }
+        }
         st.heavy = heavy;
         st.probe = probe;
-        let current = make_current(&d.steps, cur.groups.clone(), &st.rates);
+        let current = make_current(
+            &d.steps,
+            cur.groups.clone(),
+            &st.rates,
+            st.targets(&d.preds),
+        );
         d.set_current(Arc::new(current));
     }
 

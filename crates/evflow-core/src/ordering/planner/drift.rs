@@ -113,7 +113,14 @@ impl OrderingPlanner {
             }
         }
         settle_constraints(&mut st.rates, &d.preds, &st.heavy);
-        let current = make_current(&d.steps, cur.groups.clone(), &st.rates);
+        // Re-learning measures after every rejection alike.
+        st.targeted.clear();
+        let current = make_current(
+            &d.steps,
+            cur.groups.clone(),
+            &st.rates,
+            st.targets(&d.preds),
+        );
         d.set_current(Arc::new(current));
     }
 }

@@ -61,11 +61,11 @@ impl OrderingPlanner {
                 "HEP-Frame weights by level (0.7 pass + 0.3 time/max): [{}]",
                 weights.join("] | [")
             );
-            let current = make_current(&d.steps, groups, &st.rates);
+            let current = make_current(&d.steps, groups, &st.rates, Targets::NONE);
             self.install(d, current, n_obs, reason);
             st.interval = t.min_interval.max(1);
         } else {
-            let current = make_current(&d.steps, cur.groups.clone(), &st.rates);
+            let current = make_current(&d.steps, cur.groups.clone(), &st.rates, Targets::NONE);
             d.set_current(Arc::new(current));
             st.interval = (st.interval * 2).min(t.max_interval.max(1));
         }

@@ -135,7 +135,7 @@ impl OrderingPlanner {
                     Policy::HepFrame => vec![1.0; n],
                     _ => vec![tuning.max_sample_rate; n],
                 };
-                let current = make_current(&path.steps, groups, &first_rates);
+                let current = make_current(&path.steps, groups, &first_rates, Targets::NONE);
                 let ideals = (policy == Policy::Adaptive)
                     .then(|| Ideals::new(&preds, tuning.max_dp_states))
                     .flatten();
@@ -148,6 +148,7 @@ impl OrderingPlanner {
                     seed: mix(tuning.seed ^ mix(p as u64 + 1)),
                     ideals,
                     order_now: current.order.iter().map(|&i| AtomicU8::new(i)).collect(),
+                    sampled_below: AtomicU64::new(current.sampled_below),
                     current: RwLock::new(Arc::new(current)),
                     id: NEXT_PATH_ID.fetch_add(1, Relaxed),
                     generation: AtomicU64::new(0),
@@ -177,6 +178,7 @@ impl OrderingPlanner {
                         rejected: vec![0; n],
                         cost_known: vec![false; n],
                         rates: first_rates,
+                        targeted: Vec::new(),
                         heavy: vec![true; n],
                         probe: vec![0.0; n],
                         hep_reached: vec![0.0; n],
@@ -187,6 +189,7 @@ impl OrderingPlanner {
                         drift: DriftState::default(),
                         stable: 0,
                         contested: 0,
+                        contender: Vec::new(),
                         archive: Vec::new(),
                         trial: None,
                         refuted: Vec::new(),
@@ -233,7 +236,8 @@ impl OrderingPlanner {
         match &self.paths[path] {
             Slot::Static(_) => false,
             Slot::Dynamic(d) => {
-                d.policy == Policy::Adaptive && self.plan(path, event_index).evaluate_all
+                d.policy == Policy::Adaptive
+                    && mix(event_index ^ d.seed) < d.sampled_below.load(Relaxed)
             }
         }
     }
@@ -441,10 +445,14 @@ impl Planner for OrderingPlanner {
                 }
                 rejected |= !p;
             }
-            let mut s = lock(&d.samples);
-            s.push(Sample { known, pass });
-            if extra != 0 && s.extra_log.len() < EXTRA_LOG_CAP {
-                s.extra_log.push((event_index, extra));
+            // An event sampled only for a targeted rate tells nothing beyond
+            // the stop counts unless a step ran after its rejection.
+            if extra != 0 || mix(event_index ^ d.seed) < d.sampled_below.load(Relaxed) {
+                let mut s = lock(&d.samples);
+                s.push(Sample { known, pass });
+                if extra != 0 && s.extra_log.len() < EXTRA_LOG_CAP {
+                    s.extra_log.push((event_index, extra));
+                }
             }
         }
         if let Some(t0) = timed {

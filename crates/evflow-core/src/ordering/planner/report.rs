@@ -65,6 +65,35 @@ impl OrderingPlanner {
                 }
             })
             .collect();
+        // An open question at the end: the steps measured after the
+        // rejections of the steps they would jump.
+        let targeted: Vec<String> = st
+            .targeted
+            .iter()
+            .enumerate()
+            .filter(|(_, (by, _))| *by != 0)
+            .map(|(j, &(by, rate))| {
+                let jumped: Vec<&str> = (0..d.steps.len())
+                    .filter(|&i| by >> i & 1 == 1)
+                    .map(|i| self.labels[d.steps[i]].as_str())
+                    .collect();
+                format!(
+                    "{} {} after rejections by {}",
+                    self.labels[d.steps[j]],
+                    percent(rate),
+                    jumped.join(", ")
+                )
+            })
+            .collect();
+        let rates = if targeted.is_empty() {
+            rates.join(", ")
+        } else {
+            format!(
+                "{} (open question: {})",
+                rates.join(", "),
+                targeted.join("; ")
+            )
+        };
         OrderChange {
             path: d.name.clone(),
             at_event: observed,
@@ -82,7 +111,7 @@ impl OrderingPlanner {
                 },
                 flow.join(", "),
                 st.rejected.iter().sum::<u64>(),
-                rates.join(", "),
+                rates,
                 extra_list.join(", "),
                 (hot + decide) * 1e3,
                 hot * 1e3,

@@ -31,6 +31,11 @@ pub(super) struct Current {
     /// threshold above `u`. Each plan measures, after a rejection, the
     /// steps whose own threshold is at least its own (nested samples).
     pub(super) sampled: Vec<(u64, Arc<PathPlan>)>,
+    /// Events whose hash is below this are *sampled* (the rates without
+    /// targets): they join the samples whatever ran after their rejection.
+    /// Above it, an event joins them only if a step ran after its
+    /// rejection (a targeted rate).
+    pub(super) sampled_below: u64,
 }
 
 pub(super) struct Dyn {
@@ -48,6 +53,8 @@ pub(super) struct Dyn {
     /// A-Greedy).
     pub(super) ideals: Option<Ideals>,
     pub(super) current: RwLock<Arc<Current>>,
+    /// `Current::sampled_below` of the plans in force.
+    pub(super) sampled_below: AtomicU64,
     /// Process-unique identity (key of the threads' plan caches) and the
     /// number of times `current` was replaced.
     pub(super) id: u64,
@@ -92,6 +99,7 @@ thread_local! {
 
 impl Dyn {
     pub(super) fn set_current(&self, current: Arc<Current>) {
+        self.sampled_below.store(current.sampled_below, Release);
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = current;
         self.generation.fetch_add(1, Release);
     }
@@ -160,6 +168,9 @@ pub(super) struct State {
     /// the step counts as expensive to sample, and what sampling it costs
     /// per sampled event.
     pub(super) rates: Vec<f64>,
+    /// Per position: the steps after whose rejections the step is measured
+    /// at a rate of its own (empty: none; see `Targets`).
+    pub(super) targeted: Vec<(u64, f64)>,
     pub(super) heavy: Vec<bool>,
     pub(super) probe: Vec<f64>,
     /// `hepframe`: decayed pass rate estimates per position.
@@ -176,6 +187,8 @@ pub(super) struct State {
     /// looking one whose gain is still within its uncertainty: sampled
     /// more (see `set_rates`) until the two can be told apart.
     pub(super) contested: u64,
+    /// The better looking order of the open question (positions).
+    pub(super) contender: Vec<usize>,
     /// Stop counts of the orders in force before the current one (most
     /// recent last; merged by order), since the last drift.
     pub(super) archive: Vec<Epoch>,
@@ -212,6 +225,14 @@ pub(super) struct Refuted {
 }
 
 impl State {
+    /// The targeted sampling rates in force.
+    pub(super) fn targets<'a>(&'a self, preds: &'a [u64]) -> Targets<'a> {
+        Targets {
+            after: &self.targeted,
+            preds,
+        }
+    }
+
     /// Keeps the stop counts of an order left, merged with an earlier
     /// period under the same order; at most `MAX_EPOCHS` orders.
     pub(super) fn archive_epoch(&mut self, left: Epoch) {
@@ -231,25 +252,94 @@ impl State {
     }
 }
 
+/// Rates after a rejection that depend on which step rejected the event
+/// (`Targets::NONE`: none).
+#[derive(Clone, Copy)]
+pub(super) struct Targets<'a> {
+    /// Per position: the steps (bit set of positions) after whose
+    /// rejections the step runs at the given rate rather than its own
+    /// (when higher); `(0, _)` or missing: none.
+    pub(super) after: &'a [(u64, f64)],
+    /// Per position: the steps it must follow (bit sets of positions).
+    pub(super) preds: &'a [u64],
+}
+
+impl Targets<'_> {
+    pub(super) const NONE: Targets<'static> = Targets {
+        after: &[],
+        preds: &[],
+    };
+}
+
 /// The plans of an order: the regular one, and one sampled plan per
 /// distinct sampling rate (`rates`, per position: the rate at which a step
-/// runs after a rejection; 0: only as part of the regular plan).
-pub(super) fn make_current(steps: &[ModuleIdx], groups: Vec<Vec<usize>>, rates: &[f64]) -> Current {
+/// runs after a rejection; 0: only as part of the regular plan). A step
+/// `targets` names runs after a rejection by the steps it names at its
+/// targeted rate instead, when higher; it never runs after a rejection more
+/// often than a step it must follow that runs after the same rejection.
+pub(super) fn make_current(
+    steps: &[ModuleIdx],
+    groups: Vec<Vec<usize>>,
+    rates: &[f64],
+    targets: Targets,
+) -> Current {
     let module_groups: Vec<Vec<ModuleIdx>> = groups
         .iter()
         .map(|g| g.iter().map(|&i| steps[i]).collect())
         .collect();
+    let n_groups = groups.len();
     let thresholds: Vec<u64> = rates.iter().map(|&r| rate_threshold(r)).collect();
+    // `after[k][j]`: the threshold of the step at position `j` after a first
+    // rejection in group `k` (steps of later groups only).
     let mut levels: Vec<u64> = thresholds.iter().copied().filter(|&t| t > 0).collect();
+    let after: Vec<Vec<u64>> = groups
+        .iter()
+        .enumerate()
+        .map(|(k, rejecting)| {
+            let mut row = thresholds.clone();
+            let bits = rejecting.iter().fold(0u64, |b, &j| b | 1 << j);
+            if !targets.after.iter().any(|&(by, _)| by & bits != 0) {
+                return row;
+            }
+            let mut ran_before = 0u64;
+            for g in &groups[..=k] {
+                for &j in g {
+                    ran_before |= 1 << j;
+                }
+            }
+            for g in &groups[k + 1..] {
+                for &j in g {
+                    if let Some(&(by, rate)) = targets.after.get(j)
+                        && by & bits != 0
+                    {
+                        row[j] = row[j].max(rate_threshold(rate));
+                    }
+                    // Predecessors in earlier groups are final by now.
+                    let mut p = targets.preds.get(j).copied().unwrap_or(0) & !ran_before;
+                    while p != 0 {
+                        let i = p.trailing_zeros() as usize;
+                        p &= p - 1;
+                        row[j] = row[j].min(row[i]);
+                    }
+                    if row[j] > 0 {
+                        levels.push(row[j]);
+                    }
+                }
+            }
+            row
+        })
+        .collect();
     levels.sort_unstable();
     levels.dedup();
     let sampled = levels
         .iter()
         .map(|&limit| {
-            let skip: Vec<bool> = groups
-                .iter()
-                .map(|g| g.iter().all(|&j| thresholds[j] < limit))
-                .collect();
+            let mut skip = vec![false; n_groups * n_groups];
+            for k in 0..n_groups {
+                for (g, group) in groups.iter().enumerate().skip(k + 1) {
+                    skip[k * n_groups + g] = group.iter().all(|&j| after[k][j] < limit);
+                }
+            }
             let plan = PathPlan {
                 groups: module_groups.clone(),
                 evaluate_all: true,
@@ -270,6 +360,7 @@ pub(super) fn make_current(steps: &[ModuleIdx], groups: Vec<Vec<usize>>, rates: 
             skip_after_reject: Vec::new(),
         }),
         sampled,
+        sampled_below: thresholds.iter().copied().max().unwrap_or(0),
         groups,
     }
 }

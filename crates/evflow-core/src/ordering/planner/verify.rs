@@ -159,7 +159,7 @@ impl OrderingPlanner {
         });
         st.trial = None;
         st.drift = DriftState::default();
-        let current = make_current(&d.steps, groups, &st.rates);
+        let current = make_current(&d.steps, groups, &st.rates, st.targets(&d.preds));
         self.install(d, current, n_obs, reason);
         st.stable = 0;
         st.interval = self.tuning.min_interval.max(1);
