@@ -44,11 +44,11 @@ fn two_steps() -> OrderingPlanner {
 }
 
 /// Runs `decisions` decisions after the warm-up on the sampled vectors
-/// `samples` (bit 0: f0 passed, bit 1: f1 passed; both decided); returns,
-/// after each, the sampling rate of the cheap steps, the rate at which
-/// `f1` is measured after `f0`'s rejections (0: none of its own), and
-/// whether the order is under an open question.
-fn decide(samples: &[u64], decisions: usize) -> Vec<(f64, f64, bool)> {
+/// `samples` (bit 0: f0 passed, bit 1: f1 passed; both decided); returns
+/// the planner and, after each decision, the sampling rate of the cheap
+/// steps, the rate at which `f1` is measured after `f0`'s rejections (0:
+/// none of its own), and whether the order is under an open question.
+fn decided(samples: &[u64], decisions: usize) -> (OrderingPlanner, Vec<(f64, f64, bool)>) {
     let planner = two_steps();
     let Slot::Dynamic(d) = &planner.paths[0] else {
         panic!("a dynamic path");
@@ -62,7 +62,7 @@ fn decide(samples: &[u64], decisions: usize) -> Vec<(f64, f64, bool)> {
     let mut st = lock(&d.state);
     st.learning = false;
     let mut n_obs = 1_000_000;
-    (0..decisions)
+    let after = (0..decisions)
         .map(|_| {
             planner.decide_adaptive(d, &mut st, n_obs);
             n_obs += st.interval;
@@ -72,7 +72,14 @@ fn decide(samples: &[u64], decisions: usize) -> Vec<(f64, f64, bool)> {
             };
             (st.rates[1], targeted, st.contested != 0)
         })
-        .collect()
+        .collect();
+    drop(st);
+    (planner, after)
+}
+
+/// [`decided`], the rates only.
+fn decide(samples: &[u64], decisions: usize) -> Vec<(f64, f64, bool)> {
+    decided(samples, decisions).1
 }
 
 /// The samples of an open question: f0 fails on the first of 10, f1 on the
@@ -349,28 +356,10 @@ fn a_change_its_own_stop_counts_refute_is_undone() {
 /// rate, decayed).
 #[test]
 fn the_plans_measure_the_open_question_after_the_rejections_it_is_about() {
-    let planner = two_steps();
-    let Slot::Dynamic(d) = &planner.paths[0] else {
-        panic!("a dynamic path");
-    };
-    {
-        let mut s = lock(&d.samples);
-        for pass in open_question() {
-            s.push(Sample { known: 0b11, pass });
-        }
-    }
-    let (base, targeted) = {
-        let mut st = lock(&d.state);
-        st.learning = false;
-        // Twelve decisions: the cheap steps' rate has decayed by then.
-        let mut n_obs = 1_000_000;
-        for _ in 0..12 {
-            planner.decide_adaptive(d, &mut st, n_obs);
-            n_obs += st.interval;
-        }
-        assert_eq!(st.targeted[1].0, 0b01, "{:?}", st.targeted);
-        (st.rates[1], st.targeted[1].1)
-    };
+    // Twelve decisions: the cheap steps' rate has decayed by then.
+    let (planner, after) = decided(&open_question(), 12);
+    let (base, targeted, _) = after[11];
+    assert!(targeted > 0.0, "{after:?}");
     assert_eq!(planner.current_order(0), ["f0", "f1"]);
     let events = 200_000u64;
     let (mut measured, mut sampled) = (0u64, 0u64);
@@ -398,26 +387,11 @@ fn the_plans_measure_the_open_question_after_the_rejections_it_is_about() {
 /// stop counts.
 #[test]
 fn an_event_sampled_for_a_targeted_rate_is_a_sample_only_if_it_measured_something() {
-    let planner = two_steps();
+    let (planner, after) = decided(&open_question(), 12);
+    assert!(after[11].1 > after[11].0, "{after:?}");
     let Slot::Dynamic(d) = &planner.paths[0] else {
         panic!("a dynamic path");
     };
-    {
-        let mut s = lock(&d.samples);
-        for pass in open_question() {
-            s.push(Sample { known: 0b11, pass });
-        }
-    }
-    {
-        let mut st = lock(&d.state);
-        st.learning = false;
-        let mut n_obs = 1_000_000;
-        for _ in 0..12 {
-            planner.decide_adaptive(d, &mut st, n_obs);
-            n_obs += st.interval;
-        }
-        assert_ne!(st.targeted[1].0, 0, "an open question");
-    }
     let targeted_only: Vec<u64> = (0..100_000)
         .filter(|&e| planner.plan(0, e).evaluate_all && !planner.is_sampled(0, e))
         .take(2)
