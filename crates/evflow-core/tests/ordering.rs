@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use evflow_core::ordering::model::{self, Joint};
 use evflow_core::ordering::{OrderingOptions, OrderingPlanner, Policy, Tuning};
-use evflow_core::schedule::{PathOutcome, Planner};
+use evflow_core::schedule::{PathOutcome, PathPlan, Planner};
 use evflow_core::*;
 use evflow_workloads::{self as synthetic, Timing};
 
@@ -710,4 +710,113 @@ fn sampling_part_of_the_steps_keeps_results_identical() {
         adaptive.3.orderings.last().unwrap().order.last().unwrap(),
         "heavy"
     );
+}
+
+/// A filter that rejects the events whose number `rejects` says, and
+/// records every event it ran on.
+struct ByNumber {
+    rejects: fn(u64) -> bool,
+    ran: Arc<Mutex<Vec<u64>>>,
+}
+impl Transitions for ByNumber {}
+impl Filter for ByNumber {
+    fn filter(&self, ev: &Event<'_>) -> ModuleResult<bool> {
+        self.ran.lock().unwrap().push(ev.id().event);
+        Ok(!(self.rejects)(ev.id().event))
+    }
+}
+
+/// Samples every event with a plan whose steps after a rejection depend on
+/// which step rejected it: after `f0`'s rejection only `f1` runs, after
+/// `f1`'s `f2` runs. Records the outcomes it is told.
+struct ByRejection {
+    steps: Vec<usize>,
+    outcomes: Mutex<BTreeMap<u64, Vec<(usize, bool)>>>,
+}
+impl Planner for ByRejection {
+    fn plan(&self, _path: usize, _event_index: u64) -> Arc<PathPlan> {
+        // Row k (the group that rejected first), column g (the group to
+        // run): only row 0 skips group 2.
+        let mut skip = vec![false; 9];
+        skip[2] = true;
+        Arc::new(PathPlan {
+            groups: self.steps.iter().map(|&m| vec![m]).collect(),
+            evaluate_all: true,
+            skip_after_reject: skip,
+        })
+    }
+    fn observe(&self, _path: usize, event_index: u64, outcome: &PathOutcome) {
+        self.outcomes
+            .lock()
+            .unwrap()
+            .insert(event_index, outcome.steps.clone());
+    }
+}
+
+#[test]
+fn a_sampled_plan_runs_after_a_rejection_what_its_row_for_that_rejection_says() {
+    let rules: [fn(u64) -> bool; 3] = [|e| e % 3 == 0, |e| e % 5 == 0, |e| e % 7 == 0];
+    let events = 600u64;
+    for executor in [ExecutorKind::Threaded, ExecutorKind::Sequential] {
+        let ran: Vec<Arc<Mutex<Vec<u64>>>> = (0..3).map(|_| Arc::default()).collect();
+        let mut p = Process::new("rows");
+        p.set_source(EmptySource::new(events));
+        for (i, rejects) in rules.into_iter().enumerate() {
+            let ran = ran[i].clone();
+            p.add(ModuleDesc::filter(
+                format!("f{i}"),
+                ByNumber { rejects, ran },
+            ));
+        }
+        p.add_path(PathDesc::new("sel", ["f0", "f1", "f2"]).reorderable(true));
+        let decided = Arc::new(Mutex::new(BTreeMap::new()));
+        p.add(ModuleDesc::output("recorder", Recorder(decided.clone())));
+        p.end_path("out", ["recorder"]);
+        let planner: Arc<Mutex<Option<Arc<ByRejection>>>> = Arc::default();
+        let keep = planner.clone();
+        run(
+            p,
+            &RunOptions {
+                threads: 2,
+                events_in_flight: 4,
+                executor,
+                planner: Some(Arc::new(move |g: &Graph| {
+                    let p = Arc::new(ByRejection {
+                        steps: g.paths[0].steps.clone(),
+                        outcomes: Mutex::default(),
+                    });
+                    *keep.lock().unwrap() = Some(p.clone());
+                    p as Arc<dyn Planner>
+                })),
+                ..RunOptions::default()
+            },
+        )
+        .unwrap();
+        let planner = planner.lock().unwrap().clone().unwrap();
+        let outcomes = planner.outcomes.lock().unwrap();
+        let ran: Vec<Vec<u64>> = ran.iter().map(|r| r.lock().unwrap().clone()).collect();
+        let decided = decided.lock().unwrap();
+        for e in 1..=events {
+            let [r0, r1, r2] = rules.map(|rejects| rejects(e));
+            // f0 and f1 run on every event (f1 after f0's rejection too);
+            // f2 on every event but those f0 rejected.
+            let expected = [true, true, !r0];
+            for (i, &runs) in expected.iter().enumerate() {
+                assert_eq!(ran[i].contains(&e), runs, "{executor:?}: event {e}, f{i}");
+            }
+            let steps = &outcomes[&(e - 1)];
+            let decisions: Vec<bool> = steps.iter().map(|&(_, pass)| pass).collect();
+            let mut want = vec![!r0, !r1];
+            if !r0 {
+                want.push(!r2);
+            }
+            assert_eq!(decisions, want, "{executor:?}: event {e}");
+            // The selection is that of the written order.
+            assert_eq!(
+                decided[&e],
+                vec![!(r0 || r1 || r2)],
+                "{executor:?}: event {e}"
+            );
+        }
+    }
 }
