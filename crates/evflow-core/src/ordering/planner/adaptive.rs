@@ -225,7 +225,6 @@ impl OrderingPlanner {
         let mut changed = false;
         let mut in_force = cur.clone();
         let mut cost = cur_cost;
-        st.contested = 0;
         st.contender.clear();
         if samples.len() >= MIN_SAMPLES_TO_REORDER {
             let (order, method) = match &d.ideals {
@@ -325,7 +324,6 @@ impl OrderingPlanner {
                 // the extra sampling costs), and it is the pass table, not
                 // the timings, that leaves it unproven: measure what answers
                 // it (`set_rates`) rather than settle on a guess.
-                st.contested = moved_earlier(&cur_order, &order);
                 st.contender = order.clone();
             }
         }
@@ -367,7 +365,7 @@ impl OrderingPlanner {
             // least every `CONTEST_INTERVAL` events, as its measurements come
             // in (`set_rates`).
             st.stable += 1;
-            let longest = if st.contested != 0 {
+            let longest = if !st.contender.is_empty() {
                 CONTEST_INTERVAL.min(t.max_interval)
             } else {
                 t.max_interval
@@ -459,31 +457,25 @@ impl OrderingPlanner {
         }
         settle_constraints(&mut st.rates, &d.preds, &heavy);
         // An open question between the order in force and a better looking
-        // one (`contested`, `contender`): it is answered by the pass rates
+        // one (`contender`): it is answered by the pass rates
         // of the cheap steps that the contender runs earlier, on the events
         // stopped by the steps they would jump. They are measured after
         // those rejections only, at a rate of their own from half the full
         // budget (whatever the stability of the order).
         st.targeted.clear();
-        if !st.learning && st.contested != 0 {
-            let place = |order: &[usize], j: usize| order.iter().position(|&i| i == j);
+        if !st.learning && !st.contender.is_empty() {
             let cur_order: Vec<usize> = cur.groups.iter().flatten().copied().collect();
-            let mut jumped = vec![0u64; n];
+            let mut jumped = jumped(&cur_order, &st.contender);
             let mut probe_targeted = 0.0;
-            for j in (0..n).filter(|&j| st.contested >> j & 1 == 1 && !heavy[j]) {
-                let (Some(now), Some(then)) = (place(&cur_order, j), place(&st.contender, j))
-                else {
-                    continue;
-                };
-                jumped[j] = cur_order[..now]
-                    .iter()
-                    .filter(|&&i| place(&st.contender, i).is_some_and(|p| p > then))
-                    .fold(0u64, |b, &i| b | 1 << i);
+            for (j, by) in jumped.iter_mut().enumerate() {
+                if heavy[j] {
+                    *by = 0;
+                }
                 let stopped: f64 = cur
                     .groups
                     .iter()
                     .zip(&reject)
-                    .filter(|(g, _)| g.iter().any(|&i| jumped[j] >> i & 1 == 1))
+                    .filter(|(g, _)| g.iter().any(|&i| *by >> i & 1 == 1))
                     .map(|(_, &p)| p)
                     .sum();
                 probe_targeted += measured[j] * stopped;

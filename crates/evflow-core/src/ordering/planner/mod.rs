@@ -188,7 +188,6 @@ impl OrderingPlanner {
                         cost_note: None,
                         drift: DriftState::default(),
                         stable: 0,
-                        contested: 0,
                         contender: Vec::new(),
                         archive: Vec::new(),
                         trial: None,

@@ -197,16 +197,14 @@ pub(super) fn gap_sigma(pm: &PassModel, se: &[f64], a: &[usize], b: &[usize]) ->
         .sqrt()
 }
 
-/// The steps that order `b` runs on events that order `a` stops before
-/// them: those preceded in `a` by a step that does not precede them in
-/// `b`. Their pass rates on those events (which `a`'s stop counts cannot
-/// show, only samples measuring them after a rejection) decide whether `b`
-/// costs less.
-pub(super) fn moved_earlier(a: &[usize], b: &[usize]) -> u64 {
+/// Per step: the steps before it in order `a` that are not before it in
+/// order `b` (those it jumps in `b`). A step with any runs, in `b`, on
+/// events that `a` stops before it; its pass rates on those events (which
+/// `a`'s stop counts cannot show, only samples measuring it after a
+/// rejection) decide whether `b` costs less.
+pub(super) fn jumped(a: &[usize], b: &[usize]) -> Vec<u64> {
     let (pa, pb) = (prefixes(a), prefixes(b));
-    (0..a.len())
-        .filter(|&j| pa[j] & !pb[j] != 0)
-        .fold(0u64, |m, j| m | 1 << j)
+    pa.iter().zip(&pb).map(|(x, y)| x & !y).collect()
 }
 
 /// The steps preceded by a different set of steps in order `a` than in
@@ -308,11 +306,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn moved_earlier_marks_the_steps_run_on_events_stopped_before_them() {
+    fn jumped_marks_the_steps_run_on_events_stopped_before_them() {
         // 0 > 1 > 2 against 2 > 0 > 1: only 2 runs on events 0 or 1 stop.
-        assert_eq!(moved_earlier(&[0, 1, 2], &[2, 0, 1]), 0b100);
-        assert_eq!(moved_earlier(&[0, 1, 2], &[0, 1, 2]), 0);
-        assert_eq!(moved_earlier(&[0, 1, 2], &[1, 0, 2]), 0b010);
+        assert_eq!(jumped(&[0, 1, 2], &[2, 0, 1]), [0, 0, 0b011]);
+        assert_eq!(jumped(&[0, 1, 2], &[0, 1, 2]), [0, 0, 0]);
+        assert_eq!(jumped(&[0, 1, 2], &[1, 0, 2]), [0, 0b001, 0]);
         assert_eq!(prefix_differs(&[0, 1, 2], &[1, 0, 2]), 0b011);
     }
 

@@ -183,11 +183,10 @@ pub(super) struct State {
     pub(super) drift: DriftState,
     /// Decisions in a row that kept the order (after learning).
     pub(super) stable: u32,
-    /// Steps whose place differs between the order in force and a better
-    /// looking one whose gain is still within its uncertainty: sampled
-    /// more (see `set_rates`) until the two can be told apart.
-    pub(super) contested: u64,
-    /// The better looking order of the open question (positions).
+    /// A better looking order whose gain is still within its uncertainty
+    /// (positions; empty: none): the steps it runs earlier are measured
+    /// after the rejections of the steps they would jump (see
+    /// `set_rates`) until the two can be told apart.
     pub(super) contender: Vec<usize>,
     /// Stop counts of the orders in force before the current one (most
     /// recent last; merged by order), since the last drift.
@@ -292,20 +291,17 @@ pub(super) fn make_current(
     // `after[k][j]`: the threshold of the step at position `j` after a first
     // rejection in group `k` (steps of later groups only).
     let mut levels: Vec<u64> = thresholds.iter().copied().filter(|&t| t > 0).collect();
+    // The steps of the groups up to the rejecting one, which ran.
+    let mut ran_before = 0u64;
     let after: Vec<Vec<u64>> = groups
         .iter()
         .enumerate()
         .map(|(k, rejecting)| {
             let mut row = thresholds.clone();
             let bits = rejecting.iter().fold(0u64, |b, &j| b | 1 << j);
+            ran_before |= bits;
             if !targets.after.iter().any(|&(by, _)| by & bits != 0) {
                 return row;
-            }
-            let mut ran_before = 0u64;
-            for g in &groups[..=k] {
-                for &j in g {
-                    ran_before |= 1 << j;
-                }
             }
             for g in &groups[k + 1..] {
                 for &j in g {

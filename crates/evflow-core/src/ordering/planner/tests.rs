@@ -70,7 +70,7 @@ fn decided(samples: &[u64], decisions: usize) -> (OrderingPlanner, Vec<(f64, f64
                 Some(&(0b01, rate)) => rate,
                 _ => 0.0,
             };
-            (st.rates[1], targeted, st.contested != 0)
+            (st.rates[1], targeted, !st.contender.is_empty())
         })
         .collect();
     drop(st);
