@@ -360,12 +360,16 @@ def run_process(
     device: str | Device | None = "auto",
     device_split: str = "adaptive",
     first_batch: int = 0,
+    ordering_stats: str | None = None,
 ) -> Result:
     """Runs ``proc``; with ``raw`` the result also holds the engine's
     per-batch records and histogram parts (``result.raw``), from which
-    :mod:`evflow.distributed` merges chunks. ``first_batch``: the number of
-    the source's first batch in a larger job (what ``ev.info.index`` counts
-    from)."""
+    :mod:`evflow.distributed` merges chunks, and what the adaptive filter
+    ordering measured (``result.raw["ordering_stats"]``, JSON text).
+    ``first_batch``: the number of the source's first batch in a larger job
+    (what ``ev.info.index`` counts from). ``ordering_stats``: statistics
+    measured before (merged by ``_evflow.merge_ordering_stats``) that the
+    reorderable paths start from instead of learning from scratch."""
     if executor not in ("threaded", "sequential"):
         raise ConfigurationError(f"executor must be 'threaded' or 'sequential', not {executor!r}")
     if filter_order not in ("fixed", "adaptive", "hepframe"):
@@ -392,6 +396,7 @@ def run_process(
             raw,
             notice,
             first_batch,
+            ordering_stats,
         )
     finally:
         if own_device and dev is not None:
@@ -411,6 +416,7 @@ def _run_plan(
     raw: bool,
     notice: str,
     first_batch: int = 0,
+    ordering_stats: str | None = None,
 ) -> Result:
     from . import _evflow
     from .cutflow import build
@@ -488,6 +494,7 @@ def _run_plan(
             filter_order=filter_order,
             probe=rt.probe_indices,
             first_probe=FirstProbe(plan.path_steps, plan.modules, set(plan.split_runners)),
+            ordering_stats=ordering_stats,
         )
     except BaseException:
         for out in outputs:
@@ -570,7 +577,7 @@ def _run_plan(
     )
     if raw:
         result.raw = {
-            **{k: res[k] for k in ("records", "batches", "finals", "failed")},
+            **{k: res[k] for k in ("records", "batches", "finals", "failed", "ordering_stats")},
             "hist_parts": {name: state["parts"] for name, (state, _t) in plan.hists.items()},
         }
     if res["interrupted"]:

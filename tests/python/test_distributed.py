@@ -459,6 +459,71 @@ def test_adaptive_orders_seed_later_chunks(client: Any, files: dict[str, list[st
     assert sum(s.seen for s in steps) >= dist.events
 
 
+def test_later_chunks_start_from_the_merged_statistics(client: Any, files: dict[str, list[str]]) -> None:
+    """With adaptive ordering, chunks dispatched after others finished start
+    from what those chunks' planners measured (samples, stop counts, step
+    costs), merged: they take no first probe and say so in their report;
+    results are the single-process run's."""
+    src = ef.source.parquet(files["parquet"], step_size=STEP)
+    single = _analysis(src).run(threads=1, filter_order=FIXED)
+    dist = _analysis(src).run(client=client, chunk_size=STEP, filter_order="adaptive")
+    assert dist.cutflow["sel"].passed == single.cutflow["sel"].passed
+    for name, h in single.histograms.items():
+        assert np.array_equal(h.values(flow=True), dist.histograms[name].values(flow=True)), name
+    chunks = dist.report["distributed"]["chunks"]
+    started = {c["chunk"] for c in chunks if c["seeded_statistics"]}
+    assert started, "no chunk started from the merged statistics"
+    assert 0 not in started  # the first chunk has nobody to learn from
+    finals = {
+        o["chunk"]: o["reason"]
+        for o in dist.report["orderings"]
+        if o["reason"].startswith("in use at the end") and o["path"] == "sel"
+    }
+    for k, reason in finals.items():
+        assert ("started from imported statistics" in reason) == (k in started), (k, reason)
+
+
+def test_ordering_statistics_round_trip_and_bad_statistics(files: dict[str, list[str]]) -> None:
+    """One run's ordering statistics start another (no first probe: its
+    first order change comes before its first batch); statistics of other
+    paths or steps are refused by name before anything runs."""
+    from evflow import _evflow
+    from evflow._job import run_process
+
+    src = ef.source.parquet(files["parquet"], step_size=STEP)
+    opts: dict[str, Any] = dict(threads=1, events_in_flight=None, progress=False, executor="threaded",
+                                on_error="fail", trace=False, raw=True, filter_order="adaptive")  # fmt: skip
+    first = run_process(_analysis(src), **opts)
+    assert first.raw is not None
+    stats = json.loads(first.raw["ordering_stats"])
+    sel = stats["sel"]
+    assert sel["steps"] == ["two_muons", "met_cut"]
+    assert sum(sum(s["stops"]) for s in sel["stops"]) == first.events
+    assert len(sel["samples"]) > 0 and all(c is not None for c in sel["costs"])
+
+    # Written in the other order: matched by label.
+    second = run_process(_analysis(src, written=("met_cut", "two_muons")), **opts,
+                         ordering_stats=first.raw["ordering_stats"])  # fmt: skip
+    assert second.cutflow["sel"].passed == first.cutflow["sel"].passed
+    changes = [o for o in second.report["orderings"] if o["path"] == "sel"]
+    assert "started from imported statistics" in changes[-1]["reason"]
+    own = json.loads(second.raw["ordering_stats"])["sel"]
+    assert sum(sum(s["stops"]) for s in own["stops"]) == second.events  # its own events only
+    merged = json.loads(
+        _evflow.merge_ordering_stats([first.raw["ordering_stats"], second.raw["ordering_stats"]])
+    )
+    assert sum(sum(s["stops"]) for s in merged["sel"]["stops"]) == first.events + second.events
+
+    bad = {"nope": sel}
+    with pytest.raises(ValueError, match="path 'nope': the analysis has no path of this name"):
+        run_process(_analysis(src), **opts, ordering_stats=json.dumps(bad))
+    other = {"sel": {**sel, "steps": ["two_muons", "x"]}}
+    with pytest.raises(ValueError, match="path 'sel': measured on steps"):
+        run_process(_analysis(src), **opts, ordering_stats=json.dumps(other))
+    with pytest.raises(ValueError, match="ordering statistics"):
+        run_process(_analysis(src), **opts, ordering_stats="{not json")
+
+
 def test_seeded_order_keeps_the_cutflow_by_written_filter(files: dict[str, list[str]]) -> None:
     """A chunk seeded with another order lists the path's filters in that
     order; its cut-flow records, renumbered to the written positions, give

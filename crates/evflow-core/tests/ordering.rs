@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 
 use evflow_core::ordering::model::{self, Joint};
-use evflow_core::ordering::{OrderingOptions, OrderingPlanner, Policy, Tuning};
+use evflow_core::ordering::{
+    OrderingOptions, OrderingPlanner, OrderingStatistics, Policy, Tuning, merge_statistics,
+};
 use evflow_core::schedule::{PathOutcome, PathPlan, Planner};
 use evflow_core::*;
 use evflow_workloads::{self as synthetic, Timing};
@@ -361,13 +363,20 @@ fn pipeline(drift_at: Option<u64>) -> Pipeline {
 }
 
 fn graph_for(p: &Pipeline) -> Graph {
+    graph_written(p, &(0..p.costs.len()).collect::<Vec<_>>())
+}
+
+/// The pipeline's graph with the path's steps written in order `written`
+/// (module `j` is filter `fj` whatever the written order).
+fn graph_written(p: &Pipeline, written: &[usize]) -> Graph {
     let mut proc = Process::new("driven");
     proc.set_source(EmptySource::new(1));
     let labels: Vec<String> = (0..p.costs.len()).map(|j| format!("f{j}")).collect();
     for l in &labels {
         proc.add(synthetic::filter(l, Timing::zero(), &[], 1.0, 0));
     }
-    let mut path = PathDesc::new("sel", labels.iter().cloned()).reorderable(true);
+    let mut path =
+        PathDesc::new("sel", written.iter().map(|&j| labels[j].clone())).reorderable(true);
     for &(later, earlier) in &p.preds_after {
         path = path.after(labels[later].clone(), labels[earlier].clone());
     }
@@ -387,9 +396,19 @@ fn drive(
 ) -> (Vec<(Vec<usize>, bool, f64)>, OrderingPlanner) {
     let graph = graph_for(p);
     let planner = OrderingPlanner::new(&graph, o);
-    let mut used = Vec::with_capacity(events as usize);
+    let used = drive_planner(p, &planner, 0..events);
+    (used, planner)
+}
+
+/// [`drive`] with a given planner, on events `range`.
+fn drive_planner(
+    p: &Pipeline,
+    planner: &OrderingPlanner,
+    range: std::ops::Range<u64>,
+) -> Vec<(Vec<usize>, bool, f64)> {
+    let mut used = Vec::with_capacity((range.end - range.start) as usize);
     let mut outcome = PathOutcome::default();
-    for e in 0..events {
+    for e in range {
         let plan = planner.plan(0, e);
         outcome.steps.clear();
         let mut rejected_at = None;
@@ -420,7 +439,7 @@ fn drive(
         planner.observe(0, e, &outcome);
         used.push((plan.order().collect(), plan.evaluate_all, work));
     }
-    (used, planner)
+    used
 }
 
 fn joint_of(p: &Pipeline, from: u64, to: u64) -> Joint {
@@ -618,6 +637,110 @@ fn expensive_steps_are_sampled_rarely_after_a_rejection() {
         cheap_samples >= 20 * probes,
         "{cheap_samples} samples, {probes} probes"
     );
+}
+
+/// The mean work per event of `used` (sampled events charged what they
+/// ran, like every other event).
+fn mean_work(used: &[(Vec<usize>, bool, f64)]) -> f64 {
+    used.iter().map(|u| u.2).sum::<f64>() / used.len() as f64
+}
+
+#[test]
+fn a_planner_started_from_another_ones_statistics_decides_before_its_first_event() {
+    let p = pipeline(None);
+    let o = OrderingOptions::new(Policy::Adaptive);
+    let (first_used, first) = drive(&p, &o, 5_000);
+    let stats = first.statistics();
+    let sel = &stats["sel"];
+    // Every event the first planner observed, once, in the stop counts.
+    assert_eq!(sel.events(), 5_000);
+    assert!(sel.samples.len() >= 64, "{} samples", sel.samples.len());
+    assert!(sel.costs.iter().all(|c| c.is_some()));
+
+    // A second process of the same job, its path written in another order:
+    // the statistics are matched by label.
+    let mut written: Vec<usize> = (0..p.costs.len()).collect();
+    written.reverse();
+    let second = OrderingPlanner::new(&graph_written(&p, &written), &o);
+    assert_eq!(second.import_statistics(&stats).unwrap(), ["sel"]);
+    let history = second.history();
+    assert!(
+        history[0].at_event == 0 && !history[0].reason.starts_with("in use at the end"),
+        "{history:#?}"
+    );
+    let used = drive_planner(&p, &second, 5_000..5_256);
+
+    // Its first events cost what the settled order costs: no warm-up, no
+    // written order. The first planner's first events cost far more.
+    let joint = joint_of(&p, 5_000, 5_256);
+    let oracle = model::best_order(&p.costs, &preds_of(&p), &joint, 1 << 20).unwrap();
+    let (warm, seeded) = (mean_work(&first_used[..256]), mean_work(&used));
+    assert!(
+        seeded <= 1.10 * oracle.cost,
+        "seeded {seeded:e} against the oracle's {:e}",
+        oracle.cost
+    );
+    assert!(
+        warm > 1.5 * seeded,
+        "warm-up {warm:e} against seeded {seeded:e}"
+    );
+    let last = second.history().pop().unwrap();
+    assert!(
+        last.reason.contains("started from imported statistics: "),
+        "{}",
+        last.reason
+    );
+
+    // Its export holds its own measurements only: merging the two counts
+    // every event once.
+    let own = second.statistics();
+    assert_eq!(own["sel"].events(), 256);
+    let merged = merge_statistics([&stats, &own]).unwrap();
+    assert_eq!(merged["sel"].events(), 5_256);
+}
+
+#[test]
+fn statistics_of_other_paths_or_steps_are_refused_by_name() {
+    let p = pipeline(None);
+    let o = OrderingOptions::new(Policy::Adaptive);
+    let planner = OrderingPlanner::new(&graph_for(&p), &o);
+    let (_, other) = drive(&p, &o, 200);
+    let mut stats = other.statistics();
+    let sel = stats.remove("sel").unwrap();
+
+    let mut unknown = OrderingStatistics::new();
+    unknown.insert("nope".into(), sel.clone());
+    let e = planner.import_statistics(&unknown).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "ordering statistics of path 'nope': the job has no path of this name"
+    );
+
+    let mut renamed = sel.clone();
+    renamed.steps[0] = "g0".into();
+    let mut wrong = OrderingStatistics::new();
+    wrong.insert("sel".into(), renamed);
+    let e = planner.import_statistics(&wrong).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("ordering statistics of path 'sel': measured on steps"),
+        "{e}"
+    );
+    // Nothing was imported: the planner still learns from scratch (its
+    // history holds only the account of the order in use).
+    let history = planner.history();
+    assert_eq!(history.len(), 1);
+    assert!(
+        !history[0].reason.contains("imported"),
+        "{}",
+        history[0].reason
+    );
+
+    // A fixed path takes no statistics, and that is no error.
+    let fixed = OrderingPlanner::new(&graph_for(&p), &OrderingOptions::new(Policy::Fixed));
+    let mut ok = OrderingStatistics::new();
+    ok.insert("sel".into(), sel);
+    assert!(fixed.import_statistics(&ok).unwrap().is_empty());
 }
 
 #[test]

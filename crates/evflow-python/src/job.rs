@@ -18,7 +18,9 @@ use pyo3::types::{PyDict, PyList};
 use crate::batch::Shared;
 use crate::modules::{PyCall, PyEndModule, PyFilter, PyProducer};
 use crate::remote::PyRemoteProducer;
-use evflow_core::ordering::{OrderingOptions, OrderingPlanner, Policy};
+use evflow_core::ordering::{
+    OrderingOptions, OrderingPlanner, OrderingStatistics, Policy, merge_statistics,
+};
 use evflow_core::schedule::Planner;
 use evflow_core::{Graph, PlannerFactory};
 
@@ -193,8 +195,12 @@ impl Job {
     /// Runs the job; returns a dict with `ok`, `report` (JSON text), `error`,
     /// `cause`, `interrupted` (a KeyboardInterrupt stopped reading: the
     /// batches read were finished), `aborted` (a second one cancelled them),
-    /// `records`, `batches` and `failed`.
-    #[pyo3(signature = (union, intersect, weight_sum, threads=1, events_in_flight=2, sequential=false, skip_failed=false, progress=None, interval_s=0.2, on_batch_failed=None, trace=false, filter_order=None, probe=None, first_probe=None))]
+    /// `records`, `batches`, `failed` and `ordering_stats` (JSON text: what
+    /// the `adaptive` planner measured, `None` without one).
+    /// `ordering_stats` in: statistics measured before (JSON text, as
+    /// returned and merged by `merge_ordering_stats`) that the reorderable
+    /// paths start from.
+    #[pyo3(signature = (union, intersect, weight_sum, threads=1, events_in_flight=2, sequential=false, skip_failed=false, progress=None, interval_s=0.2, on_batch_failed=None, trace=false, filter_order=None, probe=None, first_probe=None, ordering_stats=None))]
     #[allow(clippy::too_many_arguments)]
     fn run<'py>(
         &mut self,
@@ -213,10 +219,15 @@ impl Job {
         filter_order: Option<String>,
         probe: Option<Py<PyAny>>,
         first_probe: Option<Py<PyAny>>,
+        ordering_stats: Option<String>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let policy: Option<Policy> = filter_order
             .map(|name| name.parse().map_err(PyValueError::new_err))
             .transpose()?;
+        let imported = match &ordering_stats {
+            Some(text) => Some(Arc::new(self.check_statistics(text)?)),
+            None => None,
+        };
         let Some(source_spec) = self.source.take() else {
             return Err(PyValueError::new_err("the process has no source"));
         };
@@ -237,6 +248,12 @@ impl Job {
             let slot = shared.planner.clone();
             let factory: PlannerFactory = Arc::new(move |graph: &Graph| {
                 let planner = Arc::new(OrderingPlanner::new(graph, &options));
+                if let Some(stats) = &imported
+                    && let Err(e) = planner.import_statistics(stats)
+                {
+                    // Checked against the paths before the run: not expected.
+                    eprintln!("evflow: {e}; the paths learn their order from scratch");
+                }
                 let _ = slot.set(planner.clone());
                 planner as Arc<dyn Planner>
             });
@@ -522,6 +539,48 @@ impl Job {
             .clone();
         failed.sort_unstable();
         out.set_item("failed", failed)?;
+        let stats = match shared.planner.get() {
+            Some(planner) => Some(serde_json::to_string(&planner.statistics()).map_err(|e| {
+                PyRuntimeError::new_err(format!("ordering statistics serialization: {e}"))
+            })?),
+            None => None,
+        };
+        out.set_item("ordering_stats", stats)?;
         Ok(out)
     }
+}
+
+impl Job {
+    /// Parses ordering statistics (JSON text) and checks them against the
+    /// job's paths: each names a path of the job and lists its steps.
+    fn check_statistics(&self, text: &str) -> PyResult<OrderingStatistics> {
+        let stats: OrderingStatistics = serde_json::from_str(text)
+            .map_err(|e| PyValueError::new_err(format!("ordering statistics: {e}")))?;
+        for (name, ps) in &stats {
+            ps.validate(name)
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            let Some(path) = self.paths.iter().find(|p| &p.name == name) else {
+                return Err(PyValueError::new_err(format!(
+                    "ordering statistics of path '{name}': the analysis has no path of this name"
+                )));
+            };
+            ps.for_steps(name, &path.modules)
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        }
+        Ok(stats)
+    }
+}
+
+/// Merges ordering statistics (JSON texts, as `Job.run` returns them) in
+/// the order given; returns the merged JSON text.
+#[pyfunction]
+pub fn merge_ordering_stats(parts: Vec<String>) -> PyResult<String> {
+    let parsed = parts
+        .iter()
+        .map(|t| serde_json::from_str::<OrderingStatistics>(t))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| PyValueError::new_err(format!("ordering statistics: {e}")))?;
+    let merged = merge_statistics(&parsed).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    serde_json::to_string(&merged)
+        .map_err(|e| PyRuntimeError::new_err(format!("ordering statistics serialization: {e}")))
 }

@@ -94,6 +94,7 @@ class Merger:
                 "wall_s": r["wall_s"],
                 "order": r["order"],
                 "seeded": r.get("seeded"),
+                "seeded_statistics": bool(r.get("seeded_statistics")),
             }
         )
 

@@ -207,6 +207,16 @@ def _finish_skim(
     return rows
 
 
+def _merge_statistics(merged: str | None, new: str | None) -> str | None:
+    """What the adaptive planners measured so far (JSON text), with a
+    finished chunk's own measurements added: the next chunks start from it."""
+    if not new or new == "{}":
+        return merged
+    from .. import _evflow
+
+    return str(_evflow.merge_ordering_stats([merged, new] if merged else [new]))
+
+
 def _chunk_error(failure: dict[str, Any]) -> EvflowError:
     where = failure.get("batch_where") or failure["where"]
     module = failure.get("module") or ""
@@ -329,10 +339,12 @@ def run(
         for d in skim_dirs:
             _prepare_skim_dir(d)
         # Adaptive ordering: a chunk starts from the orders the chunks finished
-        # before it was dispatched chose (handed in with the task: no lookup).
+        # before it was dispatched chose and, with `adaptive`, from what their
+        # planners measured, merged (handed in with the task: no lookup).
         seeding = filter_order in ("adaptive", "hepframe") and any(p.reorderable for p in proc.paths.values())
         tally: dict[str, Counter[tuple[str, ...]]] = {}
         published: dict[str, list[str]] = {}
+        statistics: str | None = None
         options = {
             "threads": threads or 1,
             "events_in_flight": events_in_flight,
@@ -366,7 +378,7 @@ def run(
         def dispatch() -> None:
             """Keeps IN_FLIGHT chunks per worker thread submitted, in order."""
             while len(futures) < IN_FLIGHT * feed.workers and (ch := feed.next()) is not None:
-                opts = {**options, "seed": published} if published else options
+                opts = {**options, "seed": published, "statistics": statistics} if published else options
                 fut = c.submit(run_chunk, payload_arg, token, template, ch, opts, pure=False,
                                key=f"evflow-chunk-{job}-{ch.index:05d}", priority=-ch.index)  # fmt: skip
                 futures[fut] = ch
@@ -409,6 +421,7 @@ def run(
                         for name, order in r["order"].items():
                             tally.setdefault(name, Counter())[tuple(order)] += r["events"]
                         published = {name: list(t.most_common(1)[0][0]) for name, t in tally.items()}
+                        statistics = _merge_statistics(statistics, r["raw"].get("ordering_stats"))
                     dispatch()  # the next chunk before this one is merged
                     m0 = time.perf_counter()
                     merger.add(ch, r)

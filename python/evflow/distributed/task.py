@@ -159,6 +159,7 @@ def run_chunk(
             filter_order=options.get("filter_order") or "adaptive",
             raw=True,
             first_batch=chunk.first_batch,
+            ordering_stats=options.get("statistics"),
         )
     except EvflowError as e:
         extra: dict[str, Any] = {"type": type(e).__name__}
@@ -206,6 +207,9 @@ def run_chunk(
         "overhead_s": max(0.0, wall - float(res.report.get("wall_s_python", 0.0))),
         "order": {p.path: p.order for p in res.cutflow if p.reorderable},
         "seeded": seed or None,
+        # Whether the planner started from the merged statistics of the
+        # chunks finished before this one was dispatched.
+        "seeded_statistics": bool(options.get("statistics")),
     }
 
 

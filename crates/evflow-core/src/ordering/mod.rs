@@ -39,6 +39,7 @@
 //! ```
 
 mod costs;
+mod exchange;
 pub mod model;
 mod planner;
 mod policy;
@@ -46,6 +47,10 @@ mod policy;
 use std::sync::Arc;
 
 pub use costs::{CostEstimate, robust_batch_cost, robust_cost};
+pub use exchange::{
+    MAX_EXCHANGED_ORDERS, MAX_EXCHANGED_SAMPLES, OrderingStatistics, PathStatistics,
+    StatisticsError, StepCost, StopCounts, merge_statistics,
+};
 pub use planner::OrderingPlanner;
 pub use policy::{OrderingOptions, Policy, Tuning};
 

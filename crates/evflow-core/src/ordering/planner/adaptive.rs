@@ -204,12 +204,13 @@ impl OrderingPlanner {
         st.decisions += 1;
         let cur = read(&d.current).clone();
         let stops = d.stops.snapshot(d.steps.len() + 1);
-        let samples: Vec<Sample> = lock(&d.samples).ring.clone();
-        let mut epochs = st.archive.clone();
-        epochs.push(Epoch {
+        let own_samples: Vec<Sample> = lock(&d.samples).ring.clone();
+        let mut own_epochs = st.archive.clone();
+        own_epochs.push(Epoch {
             order: cur.order.clone(),
             stops: stops.clone(),
         });
+        let (samples, mut epochs) = self.with_imported(st, own_samples, own_epochs);
         let (joint, q) = self.estimate(d, &epochs, &samples);
         let learning_done = n_obs.saturating_sub(st.phase_start) >= t.warmup_events.max(1);
         let was_learning = st.learning;

@@ -89,6 +89,7 @@ impl OrderingPlanner {
         d.stops.reset();
         st.drift = DriftState::default();
         st.archive.clear();
+        st.imported = None;
         st.trial = None;
         st.refuted.clear();
         st.stable = 0;

@@ -30,6 +30,7 @@
 
 mod adaptive;
 mod drift;
+mod exchange;
 mod hepframe;
 mod report;
 mod robust;
@@ -39,7 +40,7 @@ mod stats;
 mod tests;
 mod verify;
 
-use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
@@ -56,6 +57,8 @@ use crate::schedule::{OrderChange, PathOutcome, PathPlan, Planner};
 /// [`ordering`](super).
 pub struct OrderingPlanner {
     paths: Vec<Slot>,
+    /// The name of each path of the job (index: `PathIdx`).
+    path_names: Vec<String>,
     /// Per timed module: its most recent recorded running times, from which
     /// decisions take robust estimates (see [`costs`](super::costs)).
     rings: Vec<Option<Ring>>,
@@ -159,6 +162,7 @@ impl OrderingPlanner {
                     batch_runs: (0..n).map(|_| AtomicU64::new(0)).collect(),
                     reached: (0..n).map(|_| AtomicU64::new(0)).collect(),
                     passed: (0..n).map(|_| AtomicU64::new(0)).collect(),
+                    imported: AtomicBool::new(false),
                     samples: Mutex::new(Samples {
                         ring: Vec::new(),
                         next: 0,
@@ -190,6 +194,7 @@ impl OrderingPlanner {
                         stable: 0,
                         contender: Vec::new(),
                         archive: Vec::new(),
+                        imported: None,
                         trial: None,
                         refuted: Vec::new(),
                     }),
@@ -199,6 +204,7 @@ impl OrderingPlanner {
             .collect();
         Self {
             paths,
+            path_names: graph.paths.iter().map(|p| p.name.clone()).collect(),
             rings: wants.iter().map(|&w| w.then(Ring::new)).collect(),
             batch_rings: wants.iter().map(|&w| w.then(Ring::new)).collect(),
             every_until: wants
@@ -251,7 +257,8 @@ impl OrderingPlanner {
     pub fn wants_event_samples(&self, path: PathIdx, event_index: u64) -> bool {
         match &self.paths[path] {
             Slot::Dynamic(d) if d.policy == Policy::Adaptive => {
-                lock(&d.samples).total == 0 || self.is_sampled(path, event_index)
+                (lock(&d.samples).total == 0 && !d.imported.load(Relaxed))
+                    || self.is_sampled(path, event_index)
             }
             _ => false,
         }
@@ -299,7 +306,9 @@ impl OrderingPlanner {
     /// would run the written order on all of their events.
     pub fn wants_first_probe(&self, path: PathIdx) -> bool {
         match &self.paths[path] {
-            Slot::Dynamic(d) if d.policy == Policy::Adaptive => lock(&d.samples).total == 0,
+            Slot::Dynamic(d) if d.policy == Policy::Adaptive => {
+                lock(&d.samples).total == 0 && !d.imported.load(Relaxed)
+            }
             _ => false,
         }
     }

@@ -99,8 +99,16 @@ impl OrderingPlanner {
             at_event: observed,
             order: cur.plan.order().map(|m| self.labels[m].clone()).collect(),
             reason: format!(
-                "in use at the end ({} policy): {} decisions, {} sampled events ({:.2}%), {}; cost per step: {} ({} timings rejected as descheduled); sampling after a rejection: {}; steps run by sampled events beyond the plan after the first 2% of the events: [{}]; planner time {:.3} ms (statistics {:.3} ms, decisions {:.3} ms)",
+                "in use at the end ({} policy{}): {} decisions, {} sampled events ({:.2}%), {}; cost per step: {} ({} timings rejected as descheduled); sampling after a rejection: {}; steps run by sampled events beyond the plan after the first 2% of the events: [{}]; planner time {:.3} ms (statistics {:.3} ms, decisions {:.3} ms)",
                 d.policy,
+                match &st.imported {
+                    Some(imp) => format!(
+                        ", started from imported statistics: {} sampled events, stop counts of {} events",
+                        imp.samples.len(),
+                        imp.events()
+                    ),
+                    None => String::new(),
+                },
                 st.decisions,
                 sampled,
                 100.0 * sampled as f64 / observed.max(1) as f64,

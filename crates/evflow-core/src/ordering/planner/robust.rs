@@ -109,7 +109,12 @@ impl OrderingPlanner {
     /// Updates the per-step cost estimates (robust, shrunk towards the
     /// other steps while measured on few executions).
     pub(super) fn update_costs(&self, d: &Dyn, st: &mut State) {
-        let (est, rejected) = self.measure_costs(d);
+        let (mut est, rejected) = self.measure_costs(d);
+        if let Some(imp) = &st.imported {
+            for (e, &c) in est.iter_mut().zip(&imp.costs) {
+                *e = super::exchange::with_imported_cost(*e, c);
+            }
+        }
         for (i, (c, se)) in costs::shrink(&est).into_iter().enumerate() {
             st.cost_known[i] = est[i].is_some();
             st.costs[i] = c;

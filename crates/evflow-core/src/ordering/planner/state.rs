@@ -3,7 +3,7 @@
 
 use std::cell::RefCell;
 use std::sync::atomic::{
-    AtomicU8, AtomicU64,
+    AtomicBool, AtomicU8, AtomicU64,
     Ordering::{Acquire, Release},
 };
 use std::sync::{Arc, Mutex, RwLock};
@@ -76,6 +76,8 @@ pub(super) struct Dyn {
     pub(super) reached: Vec<AtomicU64>,
     pub(super) passed: Vec<AtomicU64>,
     pub(super) samples: Mutex<Samples>,
+    /// Statistics were imported (`State::imported`): no first probe.
+    pub(super) imported: AtomicBool,
     pub(super) state: Mutex<State>,
 }
 
@@ -191,10 +193,31 @@ pub(super) struct State {
     /// Stop counts of the orders in force before the current one (most
     /// recent last; merged by order), since the last drift.
     pub(super) archive: Vec<Epoch>,
+    /// Statistics measured by other planners of the path, imported at the
+    /// start (`exchange`); forgotten at a drift.
+    pub(super) imported: Option<Imported>,
     /// The last change of order, until its stop counts confirm it, refute
     /// it or another change replaces it; and the orders refuted so far.
     pub(super) trial: Option<Trial>,
     pub(super) refuted: Vec<Refuted>,
+}
+
+/// What a planner imported for one path (`exchange`), in its own
+/// positions.
+#[derive(Clone, Debug)]
+pub(super) struct Imported {
+    pub(super) samples: Vec<Sample>,
+    pub(super) epochs: Vec<Epoch>,
+    pub(super) costs: Vec<Option<crate::ordering::exchange::StepCost>>,
+}
+
+impl Imported {
+    pub(super) fn events(&self) -> u64 {
+        self.epochs
+            .iter()
+            .map(|e| e.stops.iter().sum::<u64>())
+            .sum()
+    }
 }
 
 /// A change of order on trial: what to come back to, and what its choice

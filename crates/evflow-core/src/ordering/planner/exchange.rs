@@ -1,0 +1,198 @@
+//! The planner's statistics handed to another planner of the same paths
+//! ([`PathStatistics`]): exported at the end of a job (what this process
+//! measured itself), imported at the start of one (what others measured
+//! before), so that a later chunk of a distributed job decides from every
+//! finished chunk's measurements instead of learning from scratch.
+//!
+//! Imported statistics are kept apart from the planner's own: decisions
+//! use both (the imported samples and stop counts as older ones, the costs
+//! combined by their measurements), the export holds only the planner's
+//! own, so that merging the exports of many processes counts every event
+//! once. A drift forgets them with the planner's own.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use super::OrderingPlanner;
+use super::state::*;
+use super::stats::*;
+use crate::ordering::exchange::{
+    OrderingStatistics, PathStatistics, StatisticsError, StepCost, StopCounts, combine_costs,
+    full_mask,
+};
+use crate::ordering::policy::Policy;
+
+impl OrderingPlanner {
+    /// What the `adaptive` planner measured itself on each of its dynamic
+    /// paths (by path name): the sampled decision vectors of its window, the
+    /// stop counts of the orders it ran since the last drift, and the
+    /// robust cost of each step. Imported statistics are not included.
+    pub fn statistics(&self) -> OrderingStatistics {
+        let mut out = OrderingStatistics::new();
+        for slot in &self.paths {
+            let Slot::Dynamic(d) = slot else { continue };
+            if d.policy != Policy::Adaptive {
+                continue;
+            }
+            let n = d.steps.len();
+            let (own_costs, _) = self.measure_costs(d);
+            let st = lock(&d.state);
+            let cur = read(&d.current).clone();
+            let samples = {
+                let s = lock(&d.samples);
+                // The ring in the order the samples came in.
+                let (newer, older) = s.ring.split_at(s.next.min(s.ring.len()));
+                older
+                    .iter()
+                    .chain(newer)
+                    .map(|x| (x.known, x.pass))
+                    .collect()
+            };
+            let mut stops: Vec<StopCounts> = Vec::new();
+            let current = Epoch {
+                order: cur.order.clone(),
+                stops: d.stops.snapshot(n + 1),
+            };
+            for e in st.archive.iter().chain(std::iter::once(&current)) {
+                let order: Vec<usize> = e.order.iter().map(|&i| i as usize).collect();
+                match stops.iter_mut().find(|s| s.order == order) {
+                    Some(s) => s.stops.iter_mut().zip(&e.stops).for_each(|(a, b)| *a += b),
+                    None => stops.push(StopCounts {
+                        order,
+                        stops: e.stops.clone(),
+                    }),
+                }
+            }
+            stops.retain(|s| s.stops.iter().any(|&c| c > 0));
+            out.insert(
+                d.name.clone(),
+                PathStatistics {
+                    steps: d.steps.iter().map(|&m| self.labels[m].clone()).collect(),
+                    samples,
+                    stops,
+                    costs: own_costs
+                        .iter()
+                        .map(|m| {
+                            m.map(|(mean_s, se_s, n)| StepCost {
+                                mean_s,
+                                se_s,
+                                measurements: n as u64,
+                            })
+                        })
+                        .collect(),
+                },
+            );
+        }
+        out
+    }
+
+    /// Starts the `adaptive` paths named in `stats` from those statistics
+    /// (measured by other planners of the same paths; steps matched by
+    /// label, so another written order is fine): with enough samples the
+    /// path skips its warm-up and decides its order at once, before the
+    /// first event. Paths with another policy ignore them. Fails, changing
+    /// nothing, when a path is unknown, is not reorderable, or lists other
+    /// steps, or when the statistics are inconsistent.
+    ///
+    /// Returns the names of the paths that took statistics.
+    pub fn import_statistics(
+        &self,
+        stats: &OrderingStatistics,
+    ) -> Result<Vec<String>, StatisticsError> {
+        let mut ready = Vec::new();
+        for (name, ps) in stats {
+            ps.validate(name)?;
+            let Some(p) = self.path_names.iter().position(|n| n == name) else {
+                return Err(StatisticsError {
+                    path: name.clone(),
+                    reason: "the job has no path of this name".into(),
+                });
+            };
+            // A path that is not reorderable, or whose policy is `fixed`,
+            // has nothing to decide.
+            let Slot::Dynamic(d) = &self.paths[p] else {
+                continue;
+            };
+            if d.policy != Policy::Adaptive {
+                continue;
+            }
+            let labels: Vec<String> = d.steps.iter().map(|&m| self.labels[m].clone()).collect();
+            ready.push((d, ps.for_steps(name, &labels)?));
+        }
+        let mut names = Vec::new();
+        for (d, ps) in ready {
+            self.import_path(d, &ps);
+            names.push(d.name.clone());
+        }
+        Ok(names)
+    }
+
+    fn import_path(&self, d: &Dyn, ps: &PathStatistics) {
+        let full = full_mask(d.steps.len());
+        let window = self.tuning.window.max(1);
+        let skip = ps.samples.len().saturating_sub(window);
+        let imported = Imported {
+            samples: ps.samples[skip..]
+                .iter()
+                .map(|&(known, pass)| Sample {
+                    known: known & full,
+                    pass: pass & known & full,
+                })
+                .filter(|s| s.known != 0)
+                .collect(),
+            epochs: ps
+                .stops
+                .iter()
+                .map(|s| Epoch {
+                    order: s.order.iter().map(|&j| j as u8).collect(),
+                    stops: s.stops.clone(),
+                })
+                .collect(),
+            costs: ps.costs.clone(),
+        };
+        let enough = imported.samples.len() >= MIN_SAMPLES_TO_REORDER;
+        let mut st = lock(&d.state);
+        let n_obs = d.observed.load(Relaxed);
+        st.imported = Some(imported);
+        d.imported.store(true, Relaxed);
+        if enough {
+            // The warm-up's job is done: decide now, from the imported
+            // statistics, and go on as after a warm-up.
+            st.learning = false;
+            self.decide_adaptive(d, &mut st, n_obs);
+            d.next_check.store(st.next_decision.max(n_obs + 1), Relaxed);
+        }
+    }
+
+    /// The samples and the orders' stop counts a decision uses: the
+    /// imported ones (older) and the planner's own.
+    pub(super) fn with_imported(
+        &self,
+        st: &State,
+        own_samples: Vec<Sample>,
+        own_epochs: Vec<Epoch>,
+    ) -> (Vec<Sample>, Vec<Epoch>) {
+        let Some(imp) = &st.imported else {
+            return (own_samples, own_epochs);
+        };
+        let room = self.tuning.window.max(1).saturating_sub(own_samples.len());
+        let skip = imp.samples.len().saturating_sub(room);
+        let mut samples = imp.samples[skip..].to_vec();
+        samples.extend(own_samples);
+        let mut epochs = imp.epochs.clone();
+        epochs.extend(own_epochs);
+        (samples, epochs)
+    }
+}
+
+/// A step's own measured cost combined with the imported one.
+pub(super) fn with_imported_cost(
+    own: crate::ordering::costs::Measured,
+    imported: Option<StepCost>,
+) -> crate::ordering::costs::Measured {
+    let own = own.map(|(mean_s, se_s, n)| StepCost {
+        mean_s,
+        se_s,
+        measurements: n as u64,
+    });
+    combine_costs(own, imported).map(|c| (c.mean_s, c.se_s, c.measurements as usize))
+}
