@@ -1,27 +1,57 @@
 //! SIGINT / SIGTERM during `evflow run`: the first asks the job to stop
 //! gracefully (no further event is read, the events in flight finish, the
-//! end transitions run, the report is written and marked interrupted); the
-//! second ends the process at once.
+//! end transitions run, the report is written and marked interrupted); a
+//! later one ends the process at once.
+//!
+//! One user action can deliver a signal twice: `timeout -s INT` (and a
+//! terminal's Ctrl-C under some process managers) signals the child and
+//! then its whole process group. Signals that arrive within
+//! [`DUPLICATE_WINDOW`] of the first are therefore taken as the same
+//! request, not as a second one.
+
+use std::time::{Duration, Instant};
 
 use evflow_core::StopHandle;
 use signal_hook::consts::{SIGINT, SIGTERM};
-use signal_hook::flag;
+use signal_hook::iterator::Signals;
 
-/// Exit status of a run ended early by a signal (128 + SIGINT, as shells
-/// report an interrupted command); also the status of the immediate exit on
-/// a second signal.
+/// Exit status of a run stopped gracefully by a signal (128 + SIGINT, as
+/// shells report an interrupted command): the report was written.
 pub const EXIT_INTERRUPTED: u8 = 130;
 
+/// Exit status of a run aborted by a second signal (128 + SIGABRT):
+/// nothing was written.
+pub const EXIT_ABORTED: u8 = 134;
+
+/// Signals this soon after the first are the same request delivered twice.
+pub const DUPLICATE_WINDOW: Duration = Duration::from_millis(200);
+
 /// Installs the handlers; the returned handle is requested by the first
-/// signal.
+/// signal. The signals are handled on a thread of their own (not in a
+/// signal handler), which may exit the process.
 pub fn stop_on_signals() -> Result<StopHandle, String> {
     let stop = StopHandle::new();
-    for signal in [SIGINT, SIGTERM] {
-        // Registered first, so it sees the flag as the previous signal left
-        // it: already set means this is the second signal.
-        flag::register_conditional_shutdown(signal, EXIT_INTERRUPTED.into(), stop.flag().clone())
-            .and_then(|_| flag::register(signal, stop.flag().clone()))
-            .map_err(|e| format!("cannot install the handler of signal {signal}: {e}"))?;
-    }
+    let mut signals = Signals::new([SIGINT, SIGTERM])
+        .map_err(|e| format!("cannot install the handlers of SIGINT and SIGTERM: {e}"))?;
+    let flag = stop.flag().clone();
+    std::thread::Builder::new()
+        .name("evflow-signals".into())
+        .spawn(move || {
+            let mut first: Option<Instant> = None;
+            for _ in signals.forever() {
+                match first {
+                    None => {
+                        first = Some(Instant::now());
+                        flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    Some(t) if t.elapsed() >= DUPLICATE_WINDOW => {
+                        eprintln!("evflow: aborted by a second signal; nothing more is written");
+                        std::process::exit(EXIT_ABORTED.into());
+                    }
+                    Some(_) => {}
+                }
+            }
+        })
+        .map_err(|e| format!("cannot start the signal thread: {e}"))?;
     Ok(stop)
 }

@@ -6,6 +6,10 @@ mod common;
 use common::*;
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
+
+/// The CLI's window in which repeated signals count as one request.
+const DUPLICATE_WINDOW: Duration = Duration::from_millis(200);
 
 /// A job that runs until stopped: `events` events of `seconds` of sleep.
 fn endless(seconds: f64) -> String {
@@ -197,11 +201,39 @@ fn second_signal_ends_the_run_at_once() {
     let started = std::time::Instant::now();
     send(child.id(), "-TERM");
     wait_until_delivered(child.id(), 15);
+    // A second request, not the first one delivered twice: later than the
+    // window in which repeats count as one (five times it, for a loaded
+    // machine's scheduling delays).
+    std::thread::sleep(5 * DUPLICATE_WINDOW);
     send(child.id(), "-TERM");
     let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(134), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("aborted by a second signal"),
+        "{}",
+        stderr(&out)
+    );
     assert!(started.elapsed().as_secs() < 20, "did not abort at once");
     assert!(!report.exists(), "an aborted run writes no report");
+}
+
+/// `timeout -s INT` signals the child and then its process group: one
+/// request delivered twice within moments stops the job gracefully, as one
+/// signal does.
+#[test]
+fn a_signal_delivered_twice_at_once_is_one_request() {
+    let dir = scratch("sigint-twice");
+    let config = write(&dir, "endless.toml", &endless(0.001));
+    let report = dir.join("r.json");
+    let child = spawn_run(&config, &report);
+    wait_until_running(child.id(), 2);
+    send(child.id(), "-INT");
+    wait_until_delivered(child.id(), 2);
+    send(child.id(), "-INT");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let doc = read_json(&report);
+    assert_eq!(doc["interrupted"], true);
 }
 
 /// `evflow simulate ... | head -1`: the command ends when the reader has
