@@ -72,3 +72,16 @@ def describe(v: Any) -> str:
     if isinstance(v, np.ndarray):
         return f"numpy {v.dtype} of shape {v.shape}"
     return type(v).__name__
+
+
+def add_into(total: Any, part: Any) -> Any:
+    """``total += part`` for two histograms, keeping their variances known
+    when both had them: boost-histogram forgets them after any in-place
+    operation, although the sum of two unweighted fills is an unweighted
+    fill (variances = counts), so that a histogram of several batches would
+    lose its error bars."""
+    known = getattr(total, "_variance_known", False) and getattr(part, "_variance_known", False)
+    total += part
+    if known:
+        total._variance_known = True
+    return total

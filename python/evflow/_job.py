@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _device_runner as dr
 from . import _runtime as rt
-from ._fill import describe, flatten
+from ._fill import add_into, describe, flatten
 from ._first_probe import FirstProbe, Steps
 from ._modules import Analyzer, Filter, Producer
 from ._ordered import Commit
@@ -285,7 +285,7 @@ class _Plan:
                 # The total is added to in place: a kept part stays the batch's own.
                 state["total"] = part.copy() if keep else part
             else:
-                state["total"] += part
+                add_into(state["total"], part)
 
         commit = self.commit
         ordered = commit.ordered(consume)

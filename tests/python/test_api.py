@@ -110,6 +110,32 @@ def test_deterministic_across_threads_and_executors(tmp_path: Path) -> None:
         assert data == base_bytes
 
 
+def test_histograms_of_many_batches_keep_their_variances() -> None:
+    """An unweighted histogram summed over many batches is still an
+    unweighted fill: its variances are its counts (error bars); a weighted
+    one's are the sums of the squared weights."""
+    src = ef.source.synthetic(5_000, step_size=500, seed=4)
+    proc = ef.Process("variances", weight="genWeight")
+    proc.source = src
+    proc.histogram("MET_pt", bins=20, range=(0, 200), weight=True)
+    plain = ef.Process("variances")
+    plain.source = src
+    plain.histogram("MET_pt", bins=20, range=(0, 200))
+    weighted, unweighted = proc.run(threads=2), plain.run(threads=2)
+    parts = [src.generate(i, s, 500) for i, s in enumerate(range(0, 5_000, 500))]
+    met = np.concatenate([ak.to_numpy(p["MET_pt"]) for p in parts])
+    w = np.concatenate([ak.to_numpy(p["genWeight"]) for p in parts]).astype(np.float64)
+    counts = np.histogram(met, bins=20, range=(0, 200))[0]
+    h = unweighted.histograms["MET_pt"]
+    assert h.variances() is not None, "an unweighted histogram of 10 batches lost its variances"
+    assert np.array_equal(h.values(), counts) and np.array_equal(h.variances(), counts)
+    np.testing.assert_allclose(
+        weighted.histograms["MET_pt"].variances(),
+        np.histogram(met, bins=20, range=(0, 200), weights=w * w)[0],
+        rtol=1e-9,
+    )
+
+
 def test_producers_run_on_demand_on_the_narrowed_batch() -> None:
     proc = ef.Process("lazy")
     proc.source = ef.source.synthetic(5_000, step_size=1_000)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +137,7 @@ def _same(a: ef.Result, b: ef.Result) -> None:
     for name, h in a.histograms.items():
         other = b.histograms[name]
         assert np.array_equal(h.values(flow=True), other.values(flow=True)), name
+        assert (h.variances() is None) == (other.variances() is None), name
         if h.variances() is not None:
             assert np.array_equal(h.variances(flow=True), other.variances(flow=True)), name
 
@@ -327,6 +329,78 @@ def test_module_error_names_module_file_and_entries(client: Any, files: dict[str
     [(file, start, stop)] = r.skipped_chunks[0]["entries"]
     assert file == root[0] and start == 1000
     assert r.events == 6_500 - (stop - start)
+
+
+def test_a_chunk_whose_worker_always_dies_is_a_clear_error(files: dict[str, list[str]]) -> None:
+    """A chunk whose worker process dies each time it runs it (a crash in
+    native code, the out-of-memory killer): a JobError naming the chunk,
+    not an internal error; with on_error="skip-chunk" the job finishes
+    without it and lists it."""
+    import dask
+
+    root = files["root"]
+    src = ef.source.root(root, step_size=STEP)
+    parent = os.getpid()
+
+    def build() -> ef.Process:
+        proc = ef.Process("dies")
+        proc.source = src
+
+        @proc.filter(consumes=["nMuon"])
+        def crash(ev: ef.Events) -> Any:
+            if ev.info.file == root[0] and ev.info.entry_start == STEP and os.getpid() != parent:
+                os._exit(3)
+            return ev.nMuon >= 1
+
+        proc.path("p", [crash])
+        return proc
+
+    # One death is enough for the scheduler to give up on a task.
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        cluster = distributed.LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=50
+        )
+    with cluster, distributed.Client(cluster) as c:
+        with pytest.raises(ef.JobError, match=r"\): the worker process running it died") as info:
+            build().run(client=c, chunk_size=STEP)
+        assert os.path.basename(root[0]) in str(info.value)
+        r = build().run(client=c, chunk_size=STEP, on_error="skip-chunk")
+    # The chunk with the crashing batch is left out (and, with one worker
+    # and no retry, any chunk queued on the worker when it died).
+    assert r.skipped_chunks and all("died" in k["error"] for k in r.skipped_chunks)
+    pieces = [tuple(e) for k in r.skipped_chunks for e in k["entries"]]
+    assert any(f == root[0] and a <= STEP < b for f, a, b in pieces), pieces
+    assert r.events == 6_500 - sum(b - a for _f, a, b in pieces)
+
+
+def test_a_failed_job_leaves_no_skim_part_of_a_chunk_still_running(
+    client: Any, files: dict[str, list[str]], tmp_path: Path
+) -> None:
+    """A chunk that fails while another one still runs: the other one's part
+    (written when it ends) must not outlive the failed job's cleanup."""
+    src = ef.source.parquet(files["parquet"][:1], step_size=STEP)
+    done = tmp_path / "slow-chunk-done"
+    skim = tmp_path / "skim"
+
+    proc = ef.Process("late")
+    proc.source = src
+
+    @proc.filter(consumes=["nMuon"])
+    def sel(ev: ef.Events) -> Any:
+        if ev.info.entry_start == 0:
+            raise ValueError("broken first batch")
+        if ev.info.entry_start == STEP:
+            time.sleep(1.0)  # ends well after the first chunk failed
+            done.touch()
+        return ev.nMuon >= 1
+
+    proc.path("p", [sel])
+    proc.output(ef.output.parquet(str(skim), columns=["nMuon"]), select="p")
+    with pytest.raises(ef.ModuleError, match="broken first batch"):
+        proc.run(client=client, chunk_size=STEP)
+    # The job waited for the chunk already running before it cleaned up.
+    assert done.exists()
+    assert [n for n in os.listdir(skim) if n.endswith(".parquet")] == []
 
 
 def _failing_fill(proc: ef.Process, file: str, entry: int) -> ef.Process:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .._fill import add_into
 from .chunks import Chunk
 
 __all__ = ["Merger", "merge_reports", "merge_types"]
@@ -65,10 +66,7 @@ class Merger:
         for name, parts in raw["hist_parts"].items():
             total = self.totals[name]
             for _batch, part in parts:  # in batch order, as the single-process fold
-                if total is None:
-                    total = part
-                else:
-                    total += part
+                total = part if total is None else add_into(total, part)
             self.totals[name] = total
         for i, (file, rows) in enumerate(r["skims"]):
             self.skims[i].append(

@@ -52,6 +52,11 @@ IN_FLIGHT = 2
 _PART = re.compile(r"^part-\d{5}\.parquet$|^\.part-\d{5}\.parquet\.evflow-partial-\d+$")
 
 
+#: How long a failed job with skims waits for the chunks already handed out
+#: to end before it removes their parts.
+DRAIN_TIMEOUT_S = 120.0
+
+
 def _probe() -> str:
     import evflow
 
@@ -205,6 +210,26 @@ def _finish_skim(
             with contextlib.suppress(FileNotFoundError):
                 os.remove(os.path.join(path, name))
     return rows
+
+
+def _task_exception(r: Any) -> Any:
+    """The exception of a failed task as ``as_completed(raise_errors=False)``
+    hands it over (a ``(type, exception, traceback)`` tuple), else ``r``."""
+    if isinstance(r, tuple) and len(r) == 3 and isinstance(r[1], BaseException):
+        return r[1]
+    return r
+
+
+def _task_failure(chunk: Chunk, e: BaseException) -> JobError:
+    """The error of a chunk whose task failed on the cluster (not in the
+    analysis: that returns its error), naming the chunk."""
+    if type(e).__name__ == "KilledWorker":
+        return JobError(
+            f"{chunk.describe()}: the worker process running it died each time it was tried "
+            f"(a crash in native code, the out-of-memory killer or os._exit in a module?): {e}",
+            kind="executor",
+        )
+    return JobError(f"{chunk.describe()} failed on the cluster: {type(e).__name__}: {e}", kind="executor")
 
 
 def _merge_statistics(merged: str | None, new: str | None) -> str | None:
@@ -392,15 +417,34 @@ def run(
             for fut, r in running:
                 ch = futures.pop(fut)
                 fut.release()
+                r = _task_exception(r)
+                if (
+                    isinstance(r, BaseException)
+                    and not isinstance(r, ImportError)
+                    and on_error == "skip-chunk"
+                ):
+                    # The task itself failed (its worker died every time it ran it):
+                    # the chunk is skipped like one whose module failed.
+                    skipped_chunks.append(
+                        {
+                            "chunk": ch.index,
+                            "entries": [[p.file, p.start, p.stop] for p in ch.pieces],
+                            "error": str(_task_failure(ch, r)),
+                        }
+                    )
+                    merger.add(ch, None)
+                    dispatch()
+                    done_chunks += 1
+                    if show is not None:
+                        show(done_chunks, done_events)
+                    continue
                 if isinstance(r, ImportError):
                     raise EvflowError(
                         f"a Dask worker cannot import what {ch.describe()} needs ({r}); install evflow "
                         "and the analysis's dependencies in the workers' environment"
                     ) from r
                 if isinstance(r, BaseException):
-                    raise JobError(
-                        f"{ch.describe()} failed on the cluster: {type(r).__name__}: {r}", kind="executor"
-                    ) from r
+                    raise _task_failure(ch, r) from r
                 if "error" in r:
                     if on_error != "skip-chunk":
                         raise _chunk_error(r["error"])
@@ -431,7 +475,17 @@ def run(
                 done_chunks += 1
                 if show is not None:
                     show(done_chunks, done_events)
-        except BaseException:
+        except BaseException as failure:
+            if skim_dirs and futures and not isinstance(failure, KeyboardInterrupt):
+                # A cancelled task already running on a worker still finishes
+                # and writes its part: let the chunks already handed out end
+                # (at most two per worker thread, each a few seconds of work)
+                # before the directories are cleaned, so that no part lands
+                # after the cleanup.
+                from distributed import wait
+
+                with contextlib.suppress(Exception):
+                    wait(list(futures), timeout=DRAIN_TIMEOUT_S)
             for fut in futures:
                 fut.cancel()
             for d in skim_dirs:  # no partial skim survives a failed job
