@@ -207,7 +207,14 @@ def parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--input", nargs="+", default=None, help="replace the source's files (.root or .parquet)")
     r.add_argument("--executor", choices=["threaded", "sequential"], default="threaded")
-    r.add_argument("--on-error", choices=["fail", "skip-event", "skip-chunk"], default="fail")
+    r.add_argument(
+        "--on-error",
+        choices=["fail", "skip-event", "skip-chunk"],
+        default="fail",
+        help="fail: stop at the first module error; skip-event: leave out the failed module's whole batch "
+        "(of --step-size events; listed in the summary); skip-chunk: leave out a failed chunk (with --processes "
+        "or --scheduler)",
+    )
     r.add_argument(
         "--processes", type=_count(1), default=None, help="run on a local Dask cluster of N worker processes"
     )

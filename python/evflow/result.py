@@ -90,6 +90,13 @@ class Result:
         ]
         if len(self.cutflow):
             lines.append(self.cutflow.table().rstrip())
+        failed = r.get("failed_events") or []
+        if failed:
+            # on_error="skip": a failed module drops its whole batch.
+            lines.append(f"{len(failed)} batches failed and were left out (on_error='skip'):")
+            lines.extend(f"  module '{f.get('module')}': {f.get('message')}" for f in failed[:10])
+            if len(failed) > 10:
+                lines.append(f"  ... and {len(failed) - 10} more (result.report['failed_events'])")
         devices = r.get("devices") or {}
         if devices.get("notice"):
             lines.append(devices["notice"])

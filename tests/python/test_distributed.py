@@ -483,6 +483,16 @@ def test_missing_dependency_on_workers_is_a_clear_error(client: Any) -> None:
         ef.distributed.run(proc, client=client, factory=factory)
 
 
+def test_client_may_be_a_cluster_and_nothing_else(client: Any) -> None:
+    """client= takes a Client, a cluster object or an address; anything else
+    is refused by name, before any worker is asked anything."""
+    src = ef.source.synthetic(2_000, step_size=STEP)
+    r = _analysis(src).run(client=client.cluster, filter_order=FIXED)
+    _same(r, _analysis(src).run(threads=1, filter_order=FIXED))
+    with pytest.raises(ef.ConfigurationError, match=r"client= must be a distributed.Client.*not int 5"):
+        _analysis(src).run(client=5)
+
+
 def test_processes_and_cli(files: dict[str, list[str]], client: Any, tmp_path: Path) -> None:
     """processes=N starts (and stops) its own cluster; the command line runs
     an analysis file on the fixture's scheduler."""

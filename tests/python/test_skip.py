@@ -117,6 +117,11 @@ def test_skipped_batch_contributes_nothing(events_file: str, tmp_path: Path, opt
     assert r.outputs[str(skim)] == table.num_rows
     assert pq.ParquetFile(skim).metadata.num_rows == table.num_rows
     check_against_reference(r, _reference(events_file), table)
+    # The summary says which batches were left out, and why.
+    summary = r.summary()
+    assert f"{len(r.failed_batches)} batches failed and were left out" in summary, summary
+    for f in r.report["failed_events"]:
+        assert f["message"] in summary
 
 
 def test_commit_holds_parts_until_every_end_module_ran() -> None:

@@ -86,8 +86,22 @@ def _connect(client: Any, processes: int | None) -> Iterator[Any]:
     if client is not None and processes is not None:
         raise ConfigurationError("give client= (or a scheduler address) or processes=, not both")
     if client is not None and not isinstance(client, str):
-        yield client
-        return
+        if isinstance(client, Client) or (hasattr(client, "submit") and hasattr(client, "nthreads")):
+            yield client
+            return
+        if hasattr(client, "scheduler_address") and hasattr(client, "scale"):
+            # A Dask cluster object (LocalCluster, dask-jobqueue, Gateway):
+            # a client of our own on it.
+            c = Client(client)
+            try:
+                yield c
+            finally:
+                c.close()
+            return
+        raise ConfigurationError(
+            f"client= must be a distributed.Client, a Dask cluster or a scheduler address "
+            f"('tcp://host:8786'), not {type(client).__name__} {client!r}"
+        )
     if isinstance(client, str):
         try:
             c = Client(client, timeout="30s")
