@@ -361,6 +361,7 @@ def run_process(
     device_split: str = "adaptive",
     first_batch: int = 0,
     ordering_stats: str | None = None,
+    print_notice: bool = True,
 ) -> Result:
     """Runs ``proc``; with ``raw`` the result also holds the engine's
     per-batch records and histogram parts (``result.raw``), from which
@@ -369,7 +370,9 @@ def run_process(
     ``first_batch``: the number of the source's first batch in a larger job
     (what ``ev.info.index`` counts from). ``ordering_stats``: statistics
     measured before (merged by ``_evflow.merge_ordering_stats``) that the
-    reorderable paths start from instead of learning from scratch."""
+    reorderable paths start from instead of learning from scratch.
+    ``print_notice``: print the notice of a missing device (else it is only
+    in ``result.report["devices"]``)."""
     if executor not in ("threaded", "sequential"):
         raise ConfigurationError(f"executor must be 'threaded' or 'sequential', not {executor!r}")
     if filter_order not in ("fixed", "adaptive", "hepframe"):
@@ -381,7 +384,7 @@ def run_process(
     dev, notice, own_device = dr.choose_device(proc, device, device_split)
     try:
         plan = _Plan(proc, keep_parts=raw, device=dev, device_split=device_split, threads=threads)
-        if notice:
+        if notice and print_notice:  # a distributed chunk's goes to its client
             print(notice, file=sys.stderr)
         return _run_plan(
             plan,

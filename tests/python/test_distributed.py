@@ -493,6 +493,57 @@ def test_client_may_be_a_cluster_and_nothing_else(client: Any) -> None:
         _analysis(src).run(client=5)
 
 
+def test_device_modules_on_workers_without_a_device(client: Any, capfd: pytest.CaptureFixture[str]) -> None:
+    """A device module on workers without a device runs on their hosts: the
+    client says so once, the report sums the module's device counts over the
+    chunks, and the histogram is the single-process one."""
+    from evflow.device import probe_cupy
+
+    if probe_cupy()[0] is not None:
+        pytest.skip("a GPU is usable here: no host fallback")
+    src = ef.source.synthetic(4_000, step_size=STEP, seed=2)
+
+    def build() -> ef.Process:
+        proc = ef.Process("dev")
+        proc.source = src
+
+        @proc.producer(consumes=["MET_pt"], produces=["met2"], device=lambda ev, xp: ev.MET_pt * 2)
+        def met2(ev: ef.Events) -> Any:
+            return ev.MET_pt * 2
+
+        proc.histogram("met2", bins=20, range=(0, 400))
+        return proc
+
+    single = build().run(threads=1)
+    capfd.readouterr()
+    r = build().run(client=client, chunk_size=STEP)
+    err = capfd.readouterr().err
+    assert len([line for line in err.splitlines() if "no device" in line]) == 1, err
+    assert np.array_equal(r.histograms["met2"].values(), single.histograms["met2"].values())
+    # As in one process: no device, the notice, no module split.
+    assert r.report["devices"] == single.report["devices"]
+    assert single.report["devices"]["notice"] in r.summary()
+
+
+def test_device_sections_of_chunks_add_up() -> None:
+    """The chunks' device sections merge into one: counts and times summed,
+    the job's device fraction, each chunk's final split."""
+    from evflow.distributed.merge import merge_devices
+
+    def part(host: int, dev: int, frac: float) -> dict[str, Any]:
+        m = {"kind": "producer", "split_mode": "adaptive", "device_fraction": frac, "batches": 2,
+             "host_events": host, "device_events": dev, "launches": 1, "bytes_in": 10, "bytes_out": 5,
+             "host_s": 0.5, "device_s": 0.25, "transfer_s": 0.125, "kernel_s": 0.0625, "failed_launches": 0}  # fmt: skip
+        return {"device": "emulated", "notice": None, "modules": {"ht": m}}
+
+    merged = merge_devices([part(300, 100, 0.2), part(100, 500, 0.9)])
+    assert merged is not None and merged["device"] == "emulated"
+    m = merged["modules"]["ht"]
+    assert (m["host_events"], m["device_events"], m["launches"], m["bytes_in"]) == (400, 600, 2, 20)
+    assert m["device_fraction"] == 0.6 and m["chunk_fractions"] == [0.2, 0.9]
+    assert m["device_s"] == 0.5 and merge_devices([]) is None
+
+
 def test_processes_and_cli(files: dict[str, list[str]], client: Any, tmp_path: Path) -> None:
     """processes=N starts (and stops) its own cluster; the command line runs
     an analysis file on the fixture's scheduler."""

@@ -167,4 +167,37 @@ def merge_reports(
     out["stalls"] = sorted(
         stalls, key=lambda s: -float(s.get("wait_s", 0.0)) if isinstance(s, dict) else 0.0
     )[:10]
+    devices = merge_devices([r["devices"] for r in reports if r.get("devices")])
+    if devices is not None:
+        out["devices"] = devices
     return out
+
+
+#: Per device module, the counts and times that add up over chunks.
+_DEVICE_SUMS = ("batches", "host_events", "device_events", "launches", "bytes_in", "bytes_out",
+                "host_s", "device_s", "transfer_s", "kernel_s", "failed_launches")  # fmt: skip
+
+
+def merge_devices(parts: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The ``devices`` sections of the chunks' reports as one: the device
+    (and the notice of a missing one), per module its counts and times
+    summed over the chunks, the device fraction over the whole job, and
+    each chunk's final split (``chunk_fractions``, in chunk order)."""
+    if not parts:
+        return None
+    modules: dict[str, dict[str, Any]] = {}
+    for part in parts:
+        for label, m in (part.get("modules") or {}).items():
+            acc = modules.setdefault(label, {"kind": m.get("kind"), "split_mode": m.get("split_mode"),
+                                             "chunk_fractions": [], **dict.fromkeys(_DEVICE_SUMS, 0)})  # fmt: skip
+            for k in _DEVICE_SUMS:
+                acc[k] += m.get(k, 0)
+            acc["chunk_fractions"].append(m.get("device_fraction"))
+    for m in modules.values():
+        events = m["host_events"] + m["device_events"]
+        m["device_fraction"] = m["device_events"] / events if events else 0.0
+    return {
+        "device": next((p.get("device") for p in parts if p.get("device")), None),
+        "notice": next((p.get("notice") for p in parts if p.get("notice")), None),
+        "modules": modules,
+    }

@@ -424,6 +424,7 @@ def run(
                 running.add(fut)
 
         done_chunks = done_events = 0
+        noticed = False
         merge_s = 0.0
         polled = time.perf_counter()
         try:
@@ -471,6 +472,10 @@ def run(
                     )
                     merger.add(ch, None)
                 else:
+                    notice = (r["report"].get("devices") or {}).get("notice")
+                    if notice and not noticed:  # each worker says it; the client says it once
+                        print(notice, file=sys.stderr)
+                        noticed = True
                     feed.observe(ch.events, float(r["wall_s"]), r.get("overhead_s"))
                     if feed.left_events and time.perf_counter() - polled > 1.0:
                         polled = time.perf_counter()  # workers may have come or gone

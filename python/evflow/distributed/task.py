@@ -160,6 +160,7 @@ def run_chunk(
             raw=True,
             first_batch=chunk.first_batch,
             ordering_stats=options.get("statistics"),
+            print_notice=False,
         )
     except EvflowError as e:
         extra: dict[str, Any] = {"type": type(e).__name__}
