@@ -525,6 +525,21 @@ def test_device_modules_on_workers_without_a_device(client: Any, capfd: pytest.C
     assert single.report["devices"]["notice"] in r.summary()
 
 
+def test_analyzers_of_ones_own_are_warned_about(client: Any) -> None:
+    """What an analyzer accumulates in Python objects stays in the worker
+    processes: the run says so instead of returning empty accumulators."""
+    proc = _analysis(ef.source.synthetic(2_000, step_size=STEP))
+    totals: list[int] = []
+
+    @proc.analyzer(consumes=["nJet"])
+    def count(ev: ef.Events) -> None:
+        totals.append(len(ev))
+
+    with pytest.warns(RuntimeWarning, match=r"analyzer\(s\) 'count' run in the Dask worker processes"):
+        proc.run(client=client, filter_order=FIXED)
+    assert totals == []  # what the warning is about
+
+
 def test_device_sections_of_chunks_add_up() -> None:
     """The chunks' device sections merge into one: counts and times summed,
     the job's device fraction, each chunk's final split."""

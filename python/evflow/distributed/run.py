@@ -15,6 +15,7 @@ import re
 import sys
 import time
 import uuid
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -226,6 +227,22 @@ def _finish_skim(
     return rows
 
 
+def _warn_analyzers(proc: Process) -> None:
+    """Analyzers of the user's own run in the worker processes: what they
+    accumulate stays there, unlike histograms, cut-flows and skims."""
+    from .._modules import Analyzer
+
+    labels = [m.label for m in proc.modules.values() if isinstance(m, Analyzer)]
+    if labels:
+        warnings.warn(
+            f"analyzer(s) {', '.join(repr(x) for x in labels)} run in the Dask worker processes: what they "
+            "accumulate in Python objects stays there and is not returned (histograms, cut-flows and skims "
+            "are merged); fill a proc.histogram, write a skim, or run in one process",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+
+
 def _task_exception(r: Any) -> Any:
     """The exception of a failed task as ``as_completed(raise_errors=False)``
     hands it over (a ``(type, exception, traceback)`` tuple), else ``r``."""
@@ -380,6 +397,7 @@ def run(
         # Adaptive ordering: a chunk starts from the orders the chunks finished
         # before it was dispatched chose and, with `adaptive`, from what their
         # planners measured, merged (handed in with the task: no lookup).
+        _warn_analyzers(proc)
         seeding = filter_order in ("adaptive", "hepframe") and any(p.reorderable for p in proc.paths.values())
         tally: dict[str, Counter[tuple[str, ...]]] = {}
         published: dict[str, list[str]] = {}
