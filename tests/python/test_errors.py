@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import awkward as ak
 import numpy as np
@@ -268,6 +269,38 @@ def test_corrupt_root_file(zmumu_file: Path, tmp_path: Path) -> None:
     proc.histogram("M", bins=10, range=(0, 100))
     with pytest.raises(ef.InputError, match=r"truncated\.root"):
         proc.run()
+
+
+def test_root_file_cut_short_is_refused_before_any_batch(tmp_path: Path) -> None:
+    """A ROOT file cut short whose tree still opens (its baskets are past the
+    cut): refused by name before anything runs, and left out by a
+    distributed run's skip_bad_files (its metadata reader says so)."""
+    import uproot
+
+    from evflow.distributed.chunks import read_meta
+
+    bad = tmp_path / "cut.root"
+    with uproot.recreate(bad) as f:
+        f.mktree("events", {"x": "float64"})
+        for i in range(4):
+            f["events"].extend({"x": np.random.default_rng(i).normal(size=200)})
+    data = bad.read_bytes()
+    bad.write_bytes(data[: len(data) // 2])
+    calls: list[int] = []
+    proc = ef.Process("cut")
+    proc.source = ef.source.root(bad, tree="events", step_size=200)
+
+    @proc.filter(consumes=["x"])
+    def pos(ev: ef.Events) -> Any:
+        calls.append(len(ev))
+        return ev.x > 0
+
+    proc.path("p", [pos])
+    with pytest.raises(ef.InputError, match=r"cut\.root' is incomplete: \d+ bytes of the \d+"):
+        proc.run()
+    assert calls == []
+    meta = read_meta(proc.source, str(bad), ["x"])
+    assert isinstance(meta.error, ef.InputError) and "incomplete" in str(meta.error)
 
 
 def test_parquet_missing_column(tmp_path: Path) -> None:

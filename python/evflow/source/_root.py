@@ -114,6 +114,15 @@ class RootSource(Source):
             f = uproot.open(path)
         except Exception as e:
             raise InputError(f"cannot open ROOT file '{path}': {type(e).__name__}: {e}") from e
+        # A file cut short (an interrupted copy) opens, and fails only when a
+        # basket past its end is read: its header says where it should end.
+        end = getattr(getattr(f, "file", None), "fEND", None)
+        size = os.path.getsize(path)
+        if isinstance(end, int) and size < end:
+            raise InputError(
+                f"ROOT file '{path}' is incomplete: {size} bytes of the {end} its header announces "
+                "(an interrupted copy or write?)"
+            )
         try:
             t = f[self.tree]
         except Exception:
