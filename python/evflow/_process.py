@@ -302,6 +302,17 @@ class Process:
             raise ConfigurationError(
                 f"histogram '{name}': give bins= and range=, edges=, or hist= (got {', '.join(given) or 'none'})"
             )
+        if bins is not None and (isinstance(bins, bool) or not isinstance(bins, int) or bins < 1):
+            raise ConfigurationError(f"histogram '{name}': bins= must be a positive integer, not {bins!r}")
+        if range is not None:
+            try:
+                lo, hi = (float(x) for x in range)
+            except (TypeError, ValueError):
+                raise ConfigurationError(
+                    f"histogram '{name}': range= must be (low, high), not {range!r}"
+                ) from None
+            if not lo < hi:
+                raise ConfigurationError(f"histogram '{name}': range= must have low < high, not {range!r}")
         if fill is not None and column is not None:
             raise ConfigurationError(f"histogram '{name}': give column= or fill=, not both")
         if fill is not None:

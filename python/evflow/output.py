@@ -50,7 +50,12 @@ class ParquetOutput:
 
     def _open(self) -> None:
         d, name = os.path.split(os.path.abspath(self.path))
-        os.makedirs(d, exist_ok=True)
+        try:
+            os.makedirs(d, exist_ok=True)
+        except OSError as e:
+            raise ConfigurationError(
+                f"skim '{self.path}': cannot create its directory '{d}' ({e.strerror}; is a part of it a file?)"
+            ) from e
         self._tmp = os.path.join(d, f".{name}.evflow-partial-{os.getpid()}")
         self._writer = None
         self._rows = 0

@@ -303,6 +303,26 @@ def test_root_file_cut_short_is_refused_before_any_batch(tmp_path: Path) -> None
     assert isinstance(meta.error, ef.InputError) and "incomplete" in str(meta.error)
 
 
+def test_bad_histogram_binning_and_skim_directory_are_named(tmp_path: Path) -> None:
+    proc = ef.Process("bad")
+    for kwargs, says in [
+        ({"bins": 0, "range": (0, 1)}, "bins= must be a positive integer, not 0"),
+        ({"bins": 2.5, "range": (0, 1)}, "bins= must be a positive integer, not 2.5"),
+        ({"bins": 10, "range": (1, 1)}, r"range= must have low < high, not \(1, 1\)"),
+        ({"bins": 10, "range": "ab"}, "range= must be \\(low, high\\)"),
+    ]:
+        with pytest.raises(ef.ConfigurationError, match=rf"histogram 'x': {says}"):
+            proc.histogram("x", **kwargs)
+    a_file = tmp_path / "plain"
+    a_file.write_text("")
+    proc.source = ef.source.synthetic(100)
+    proc.output(ef.output.parquet(str(a_file / "skim.parquet"), columns=["MET_pt"]))
+    with pytest.raises(
+        ef.ConfigurationError, match=r"skim '.*plain/skim\.parquet': cannot create its directory"
+    ):
+        proc.run()
+
+
 def test_parquet_missing_column(tmp_path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
