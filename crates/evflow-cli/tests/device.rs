@@ -120,3 +120,57 @@ fn device_options_beyond_any_clock_are_refused_by_name() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+#[test]
+fn a_serial_or_exclusive_device_module_does_not_wait_for_the_time_out() {
+    // Its instance is kept during the external work, so a batch cannot
+    // grow past one invocation: with a time-out of 10^6 s the run ends only
+    // when every launch goes at once.
+    let dir = scratch("serial-device");
+    for concurrency in ["\"serial\"", "{ exclusive = [\"gpu\"] }"] {
+        let config = write(
+            &dir,
+            "job.toml",
+            &format!(
+                r#"
+[process]
+events = 20
+events_in_flight = 16
+threads = 2
+
+[[module]]
+label = "clusters"
+type = "producer"
+time = 0.0001
+concurrency = {concurrency}
+device = {{ time = 0.0001, bytes_in = 1000, bytes_out = 100 }}
+
+[[module]]
+label = "ana"
+type = "analyzer"
+consumes = ["clusters"]
+
+[[end_path]]
+name = "e"
+modules = ["ana"]
+"#
+            ),
+        );
+        let out = evflow_within(
+            &[
+                "run",
+                &config,
+                "--device",
+                "emulated",
+                "--device-split",
+                "fixed:100",
+                "--device-timeout-us",
+                "1e12",
+            ],
+            120,
+        );
+        let text = stdout(&out);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(text.contains("20 device calls, 20 launches"), "{text}");
+    }
+}

@@ -173,6 +173,48 @@ fn a_batch_that_cannot_fill_is_launched_by_its_time_out() {
     }
 }
 
+#[test]
+fn a_serial_or_exclusive_module_launches_at_once() {
+    // The engine keeps a serial or exclusive instance during its external
+    // work, so its combiner never holds more than one invocation: with a
+    // time-out of 10^6 s the job ends only when each launch goes at once
+    // (it used to wait the time-out every time). The watchdog turns such a
+    // wait into a failure instead of a hung test.
+    for concurrency in [
+        evflow_core::Concurrency::Serial,
+        evflow_core::Concurrency::Exclusive(vec!["gpu".into()]),
+    ] {
+        for executor in [ExecutorKind::Sequential, ExecutorKind::Threaded] {
+            let mut o = options(SplitMode::Fixed(1.0), 64, 16);
+            o.combine.timeout_s = 1e6;
+            let ctx = emulated(EmulatedConfig::default(), o);
+            let mut p = Process::new("serial-offload");
+            p.set_source(EmptySource::new(20));
+            p.add(synthetic::producer("gen", Timing::zero(), &[], &[""]));
+            p.add(
+                synthetic_device("tracks", spec(true), &["gen"], &[""], &ctx)
+                    .unwrap()
+                    .concurrency(concurrency.clone()),
+            );
+            let (sum, tally) = synthetic::analyzer_with_tally("sum", Timing::zero(), &["tracks"]);
+            p.add(sum);
+            p.end_path("e", ["sum"]);
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let _ = tx.send(run(p, &run_opts(2, 16, executor, ErrorPolicy::Fail)));
+            });
+            rx.recv_timeout(std::time::Duration::from_secs(120))
+                .unwrap_or_else(|_| {
+                    panic!("{concurrency} {executor:?}: launches wait the time-out")
+                })
+                .unwrap();
+            assert_eq!(tally.events(), 20);
+            let r = &ctx.reports()[0];
+            assert_eq!((r.device_calls, r.launches), (20, 20), "{concurrency}");
+        }
+    }
+}
+
 fn failed(report: &Report) -> Vec<u64> {
     let mut f: Vec<u64> = report.failed_events.iter().map(|e| e.event).collect();
     f.sort_unstable();

@@ -56,7 +56,17 @@ impl SimDevice {
             .map(|node| {
                 let model = models.iter().find(|m| m.label == node.label)?.clone();
                 Some(ModuleSim {
-                    combiner: Combiner::new(options.combine.for_events_in_flight(events_in_flight)),
+                    // A serial, exclusive or cloned module keeps its
+                    // instances during the external work: no more than
+                    // `limit` invocations can wait (as in a run).
+                    combiner: Combiner::new(
+                        options
+                            .combine
+                            .for_events_in_flight(events_in_flight)
+                            .for_events_at_once(
+                                (node.limit != u32::MAX).then_some(node.limit as usize),
+                            ),
+                    ),
                     split: SplitController::new(
                         options.split,
                         options.host_threads,

@@ -179,3 +179,51 @@ fn the_adaptive_split_goes_to_the_device_when_it_wins() {
     // Probes back from 100 % cost a few per cent (0.92 of the best here).
     assert!(adaptive > 0.9 * best, "adaptive {adaptive} vs {statics:?}");
 }
+
+#[test]
+fn a_serial_device_module_launches_at_once() {
+    // A serial module's instance is kept during its external work: one
+    // invocation at a time can wait, so a launch must not wait for the
+    // (here 1000 s) time-out. 20 events of 1 ms on the device: well under
+    // a second of simulated time.
+    let options = DeviceOptions {
+        split: SplitMode::Fixed(1.0),
+        events_in_flight: K,
+        host_threads: CORES,
+        combine: CombinePolicy {
+            timeout_s: 1000.0,
+            ..CombinePolicy::default()
+        },
+        ..DeviceOptions::default()
+    };
+    let ctx = DeviceContext::open(&DeviceChoice::Emulated(EmulatedConfig::default()), options)
+        .unwrap()
+        .0;
+    let spec = SyntheticDevice {
+        host: Some(Timing::constant(1e-3, Work::Sleep)),
+        device_cost_s: 1e-3,
+        bytes_in: 64,
+        bytes_out: 64,
+    };
+    let mut p = Process::new("sim-serial-device");
+    p.set_source(EmptySource::new(20));
+    p.add(
+        synthetic_device("tracks", spec, &[], &[""], &ctx)
+            .unwrap()
+            .concurrency(evflow_core::Concurrency::Serial),
+    );
+    p.add(synthetic::analyzer("use", Timing::zero(), &["tracks"]));
+    p.end_path("e", ["use"]);
+    let sim = simulate(
+        p,
+        &SimOptions {
+            cores: CORES,
+            events_in_flight: K,
+            devices: Some(ctx),
+            ..SimOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(sim.report.events, 20);
+    assert!(sim.simulated_s < 1.0, "{} s", sim.simulated_s);
+}
