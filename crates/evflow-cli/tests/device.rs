@@ -174,3 +174,59 @@ modules = ["ana"]
         assert!(text.contains("20 device calls, 20 launches"), "{text}");
     }
 }
+
+#[test]
+fn a_device_only_module_reports_no_split() {
+    // `host = false`: every call runs on the device, whatever the split
+    // option; the summary and the report say so instead of a split.
+    let dir = scratch("device-only");
+    let config = write(
+        &dir,
+        "job.toml",
+        r#"
+[process]
+events = 40
+events_in_flight = 8
+threads = 2
+
+[[module]]
+label = "clusters"
+type = "producer"
+time = 0.0001
+device = { time = 0.0001, bytes_in = 1000, bytes_out = 100, host = false }
+
+[[module]]
+label = "ana"
+type = "analyzer"
+consumes = ["clusters"]
+
+[[end_path]]
+name = "e"
+modules = ["ana"]
+"#,
+    );
+    let report = dir.join("r.json");
+    for split in ["adaptive", "fixed:30"] {
+        let out = evflow(&[
+            "run",
+            &config,
+            "--device",
+            "emulated",
+            "--device-split",
+            split,
+            "--report",
+            report.to_str().unwrap(),
+        ]);
+        let text = stdout(&out);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            text.contains("0 host + 40 device calls")
+                && text.contains("device only (no host implementation)")
+                && !text.contains("split"),
+            "{split}: {text}"
+        );
+        let d = &read_json(&report)["devices"][0];
+        assert_eq!(d["split"], "device-only", "{split}");
+        assert_eq!(d["split_history"], serde_json::json!([]), "{split}");
+    }
+}

@@ -78,6 +78,9 @@ struct State {
 struct Shared {
     label: String,
     device: Option<Arc<dyn Device>>,
+    /// On a device without a host implementation: every call runs there,
+    /// so there is no split to decide or report.
+    device_only: bool,
     options: Arc<Mutex<DeviceOptions>>,
     kernel: Arc<dyn Kernel>,
     epoch: Instant,
@@ -241,8 +244,12 @@ fn report(shared: &Shared) -> DeviceModuleReport {
     state.stats.report(
         &shared.label,
         shared.device.as_ref().map(|d| d.name().to_string()),
-        state.split.mode(),
-        state.split.history(),
+        (!shared.device_only).then(|| state.split.mode()),
+        if shared.device_only {
+            &[]
+        } else {
+            state.split.history()
+        },
     )
 }
 
@@ -271,6 +278,7 @@ pub fn offload(
     let shared = Arc::new(Shared {
         label: label.to_string(),
         device: context.device().cloned(),
+        device_only: has_device && !module.has_host(),
         options: context.shared_options(),
         kernel,
         epoch: Instant::now(),
@@ -429,6 +437,9 @@ impl Producer for Offload {
 impl Offload {
     fn close_window(&self, state: &mut State) {
         let shared = &self.shared;
+        if shared.device_only {
+            return;
+        }
         let device_all = shared
             .device
             .as_ref()

@@ -122,7 +122,11 @@ fn device_only_module_runs_on_the_device_and_needs_one() {
     )
     .unwrap();
     assert_eq!(tally.events(), EVENTS);
-    assert_eq!(ctx.reports()[0].device_calls, EVENTS);
+    let r = &ctx.reports()[0];
+    assert_eq!(r.device_calls, EVENTS);
+    // No split was decided: every call ran on the device.
+    assert_eq!(r.split, DEVICE_ONLY);
+    assert!(r.split_history.is_empty(), "{:?}", r.split_history);
     // Without a device it cannot be built, and says why.
     let host = DeviceContext::host_only(DeviceOptions::default());
     let err = synthetic_device("tracks", spec(false), &[], &[""], &host)
