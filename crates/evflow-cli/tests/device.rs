@@ -230,3 +230,97 @@ modules = ["ana"]
         assert_eq!(d["split_history"], serde_json::json!([]), "{split}");
     }
 }
+
+#[test]
+fn configured_failures_fail_on_the_device_too() {
+    // `fail_on_events` fails the same events whichever side runs them,
+    // also without a host implementation; with a real kernel it is refused
+    // (neither side could fail them).
+    let dir = scratch("device-failures");
+    let job = |device: &str| {
+        format!(
+            r#"
+[process]
+events = 100
+events_in_flight = 8
+threads = 2
+
+[[module]]
+label = "clusters"
+type = "producer"
+time = 0.0001
+fail_on_events = [5, 10, 77]
+device = {device}
+
+[[module]]
+label = "ana"
+type = "analyzer"
+consumes = ["clusters"]
+
+[[end_path]]
+name = "e"
+modules = ["ana"]
+"#
+        )
+    };
+    let report = dir.join("r.json");
+    for device in [
+        "{ time = 0.0001, bytes_in = 1000, bytes_out = 100 }",
+        "{ time = 0.0001, bytes_in = 1000, bytes_out = 100, host = false }",
+    ] {
+        let config = write(&dir, "job.toml", &job(device));
+        for split in ["fixed:0", "fixed:50", "fixed:100", "adaptive"] {
+            let out = evflow(&[
+                "run",
+                &config,
+                "-q",
+                "--device",
+                "emulated",
+                "--device-split",
+                split,
+                "--on-error",
+                "skip-event",
+                "--report",
+                report.to_str().unwrap(),
+            ]);
+            assert!(out.status.success(), "{}", stderr(&out));
+            let doc = read_json(&report);
+            let mut failed: Vec<u64> = doc["failed_events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f["event"].as_u64().unwrap())
+                .collect();
+            failed.sort_unstable();
+            assert_eq!(failed, [5, 10, 77], "{device} {split}");
+        }
+        let out = evflow(&[
+            "run",
+            &config,
+            "-q",
+            "--device",
+            "emulated",
+            "--device-split",
+            "fixed:100",
+        ]);
+        assert!(!out.status.success(), "{device}");
+        let err = stderr(&out);
+        assert!(
+            err.contains("module 'clusters' failed") && err.contains("configured failure on event"),
+            "{err}"
+        );
+    }
+    let config = write(
+        &dir,
+        "kernel.toml",
+        &job(r#"{ kernel = "stencil", size = 64 }"#).replace("time = 0.0001\n", ""),
+    );
+    let out = evflow(&["run", &config, "-q", "--device", "emulated"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out)
+            .contains("module 'clusters': fail_on_events does not apply with device.kernel"),
+        "{}",
+        stderr(&out)
+    );
+}

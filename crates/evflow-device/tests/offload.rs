@@ -16,6 +16,7 @@ fn spec(host: bool) -> SyntheticDevice {
         device_cost_s: 1e-5,
         bytes_in: 256,
         bytes_out: 16,
+        fail_on_events: vec![],
     }
 }
 
@@ -282,6 +283,51 @@ fn skip_event_skips_exactly_the_events_of_failed_launches() {
     assert_eq!(tally.events() + failed.len() as u64, EVENTS);
     assert_eq!(r.device_calls + failed.len() as u64, EVENTS);
     assert_eq!(report.events + failed.len() as u64, EVENTS);
+}
+
+#[test]
+fn configured_failures_fail_the_same_events_whatever_the_split() {
+    // `fail_on_events` is the module's, not its host side's: the events
+    // routed to the device fail as well, through the per-event failures.
+    let failing = vec![5, 10, 77];
+    for (split, host) in [
+        (SplitMode::Fixed(0.0), true),
+        (SplitMode::Fixed(0.5), true),
+        (SplitMode::Fixed(1.0), true),
+        (SplitMode::Adaptive, true),
+        (SplitMode::Adaptive, false),
+    ] {
+        let spec = SyntheticDevice {
+            fail_on_events: failing.clone(),
+            ..spec(host)
+        };
+        let ctx = emulated(EmulatedConfig::default(), options(split, 4, 8));
+        let (p, tally) = job(Some(&ctx), spec.clone());
+        let report = run(
+            p,
+            &run_opts(2, 8, ExecutorKind::Threaded, ErrorPolicy::SkipEvent),
+        )
+        .unwrap();
+        assert_eq!(failed(&report), failing, "{split:?} host {host}");
+        assert!(report.failed_events.iter().all(|e| e.module == "tracks"));
+        assert_eq!(tally.events(), EVENTS - 3, "{split:?} host {host}");
+        // And `--on-error fail` fails the job naming module and event.
+        let ctx = emulated(EmulatedConfig::default(), options(split, 4, 8));
+        let (p, _) = job(Some(&ctx), spec);
+        let err = run(
+            p,
+            &run_opts(2, 8, ExecutorKind::Threaded, ErrorPolicy::Fail),
+        )
+        .unwrap_err();
+        let RunError::Failed { error, .. } = err else {
+            panic!("{err}")
+        };
+        let text = error.to_string();
+        assert!(
+            text.contains("'tracks'") && text.contains("configured failure on event"),
+            "{split:?} host {host}: {text}"
+        );
+    }
 }
 
 #[test]

@@ -32,6 +32,7 @@ fn predict(split: SplitMode, overlap: bool) -> f64 {
         device_cost_s: 50e-6,
         bytes_in: 65536,
         bytes_out: 65536,
+        fail_on_events: vec![],
     };
     simulated_throughput("stencil", spec, EVENTS, ctx)
 }
@@ -129,6 +130,7 @@ fn predict_regime(r: &Regime, split: SplitMode) -> f64 {
         device_cost_s: r.device_s,
         bytes_in: r.bytes,
         bytes_out: r.bytes,
+        fail_on_events: vec![],
     };
     simulated_throughput("m", spec, r.events, ctx)
 }
@@ -204,6 +206,7 @@ fn a_serial_device_module_launches_at_once() {
         device_cost_s: 1e-3,
         bytes_in: 64,
         bytes_out: 64,
+        fail_on_events: vec![],
     };
     let mut p = Process::new("sim-serial-device");
     p.set_source(EmptySource::new(20));
