@@ -249,6 +249,48 @@ fn simulate_times_from_report_are_not_scaled_again() {
 }
 
 #[test]
+fn simulate_times_from_takes_a_device_modules_host_time_per_host_call() {
+    let dir = scratch("times-device");
+    let config = write(&dir, "three.toml", THREE_STEPS);
+    let sim = dir.join("sim.json");
+    // `b` ran as a device module: its mean over all calls (1 ms) mixes 2
+    // host calls of 5 ms with 8 cheap device-side calls; its host cost is
+    // the 5 ms per host call of the `devices` section.
+    let report = |name: &str, host_calls: u64| {
+        let doc = serde_json::json!({
+            "modules": [
+                {"label": "a", "calls": 10, "run_s": 0.05},
+                {"label": "b", "calls": 10, "run_s": 0.01},
+                {"label": "sel", "calls": 10, "run_s": 0.05},
+            ],
+            "devices": [
+                {"label": "b", "host_calls": host_calls, "host_s": host_calls as f64 * 0.005,
+                 "device_calls": 10 - host_calls},
+            ],
+        });
+        write(&dir, name, &doc.to_string())
+    };
+    let partly = report("partly.json", 2);
+    let (rate, text) = simulated_throughput(&one_core(&config, &["--times-from", &partly]), &sim);
+    assert!(text.contains("3 of 3 modules matched"), "{text}");
+    assert!((rate - 1.0 / 0.015).abs() < 0.01 * rate, "{rate}: {text}");
+    // Only on the device: no host time was measured; `b` keeps the
+    // configuration's (5 s × 0.002 = 10 ms), and the summary says why.
+    let only = report("only.json", 0);
+    let (rate, text) = simulated_throughput(
+        &one_core(&config, &["--time-scale", "0.002", "--times-from", &only]),
+        &sim,
+    );
+    assert!(
+        text.contains("2 of 3 modules matched")
+            && text.contains("b ran only on the device there")
+            && text.contains("keeps the configuration's time"),
+        "{text}"
+    );
+    assert!((rate - 1.0 / 0.020).abs() < 0.01 * rate, "{rate}: {text}");
+}
+
+#[test]
 fn simulate_times_from_says_what_matched_and_fails_when_nothing_did() {
     let dir = scratch("times-match");
     let config = write(&dir, "three.toml", THREE_STEPS);
