@@ -266,6 +266,11 @@ fn print(sim: &evflow_sim::Simulation) {
             );
         }
     }
+    // The same lines as `evflow run` prints, from the simulated device.
+    if !sim.devices.is_empty() {
+        println!("device modules (predicted):");
+        crate::device::print_summary(&sim.devices);
+    }
     println!("concurrency profile (fraction of time with n modules running):");
     let profile = &sim.concurrency_profile;
     let mean: f64 = profile.iter().enumerate().map(|(n, f)| n as f64 * f).sum();

@@ -317,3 +317,71 @@ fn simulate_times_from_says_what_matched_and_fails_when_nothing_did() {
         "{err}"
     );
 }
+
+#[test]
+fn simulate_with_an_emulated_device_reports_the_device_modules() {
+    // As `evflow run`: one line per device module and a `devices` section.
+    let dir = scratch("sim-devices");
+    let config = write(
+        &dir,
+        "job.toml",
+        r#"
+[process]
+events = 400
+events_in_flight = 16
+threads = 2
+
+[[module]]
+label = "clusters"
+type = "producer"
+time = 0.001
+device = { time = 0.0002, bytes_in = 1000, bytes_out = 100 }
+
+[[module]]
+label = "ana"
+type = "analyzer"
+consumes = ["clusters"]
+
+[[end_path]]
+name = "e"
+modules = ["ana"]
+"#,
+    );
+    let report = dir.join("sim.json");
+    let out = evflow(&[
+        "simulate",
+        &config,
+        "--device",
+        "emulated",
+        "--device-split",
+        "fixed:50",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        text.contains("device module clusters on emulated:0: 200 host + 200 device calls")
+            && text.contains("split fixed:50 (last 50% device)"),
+        "{text}"
+    );
+    let doc = read_json(&report);
+    let d = &doc["devices"][0];
+    assert_eq!(d["label"], "clusters");
+    assert_eq!(d["host_calls"], 200);
+    assert_eq!(d["device_calls"], 200);
+    assert!(d["launches"].as_u64().unwrap() >= 1);
+    assert_eq!(d["split"], "fixed:50");
+    // Host only: no device section.
+    let out = evflow(&[
+        "simulate",
+        &config,
+        "--device",
+        "none",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stdout(&out).contains("device module"));
+    assert!(read_json(&report).get("devices").is_none());
+}
