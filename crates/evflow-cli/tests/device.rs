@@ -49,13 +49,23 @@ fn emulated_device_run_reports_its_device_modules() {
 #[test]
 fn no_device_gives_one_notice_and_a_demanded_one_an_error() {
     let config = example();
-    let mut args = vec!["run", &config, "-q"];
+    let mut args = vec!["run", &config];
     args.extend(FAST);
     let out = evflow(&args);
     assert!(out.status.success());
     let err = stderr(&out);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.starts_with("evflow: no device: device modules run on the host"));
+    // The notice is information: `--quiet` (only errors) drops it, for
+    // `simulate` as for `run`.
+    for command in ["run", "simulate"] {
+        let mut quiet = vec![command, &config, "--quiet"];
+        quiet.extend(&FAST[..4]);
+        let out = evflow(&quiet);
+        assert!(out.status.success(), "{command}: {}", stderr(&out));
+        assert_eq!(stderr(&out), "", "{command}");
+    }
+    args.push("-q");
 
     args.extend(["--device", "cuda"]);
     let out = evflow(&args);
