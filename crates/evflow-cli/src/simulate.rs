@@ -216,9 +216,16 @@ fn print(sim: &evflow_sim::Simulation) {
         println!("no prediction: the configuration has no events to simulate (give --events N)");
         return;
     }
+    // No simulated time (modules of time 0, no overhead): the rate is not
+    // 0 but has no limit; the report's throughput_ev_s stays 0 (JSON has
+    // no infinity).
+    let rate = if sim.simulated_s > 0.0 {
+        format!("{:.2} events/s", r.throughput_ev_s)
+    } else {
+        "unbounded events/s (the events take no simulated time)".to_string()
+    };
     println!(
-        "predicted: {:.2} events/s on {} cores with {} events in flight ({} events, {:.3} s simulated in {:.3} s: {:.0}x real time)",
-        r.throughput_ev_s,
+        "predicted: {rate} on {} cores with {} events in flight ({} events, {:.3} s simulated in {:.3} s: {:.0}x real time)",
         sim.cores,
         r.events_in_flight,
         r.events,

@@ -385,3 +385,43 @@ modules = ["ana"]
     assert!(!stdout(&out).contains("device module"));
     assert!(read_json(&report).get("devices").is_none());
 }
+
+#[test]
+fn simulate_of_no_time_predicts_no_limit_and_no_negative_zero() {
+    // Modules of time 0 and no overhead: no simulated time passes, so the
+    // rate is unbounded, not 0 events/s; a job without modules has 0 s
+    // (not -0 s) of work per event.
+    let dir = scratch("zero-time");
+    let zero = write(
+        &dir,
+        "zero.toml",
+        r#"
+[process]
+events = 10
+
+[[module]]
+label = "a"
+type = "producer"
+
+[[module]]
+label = "an"
+type = "analyzer"
+consumes = ["a"]
+
+[[end_path]]
+name = "e"
+modules = ["an"]
+"#,
+    );
+    let empty = write(&dir, "empty.toml", "[process]\nevents = 5\n");
+    for config in [&zero, &empty] {
+        let out = evflow(&["simulate", config, "--overhead-ns", "0"]);
+        let text = stdout(&out);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            text.starts_with("predicted: unbounded events/s (the events take no simulated time)"),
+            "{text}"
+        );
+        assert!(!text.contains("-0.0"), "{text}");
+    }
+}
