@@ -4,8 +4,8 @@
 use std::io::Write;
 
 use evflow_device::{
-    CombinePolicy, DeviceChoice, DeviceContext, DeviceModuleReport, DeviceOptions, EmulatedConfig,
-    SplitMode,
+    CombinePolicy, DEVICE_ONLY, DeviceChoice, DeviceContext, DeviceModuleReport, DeviceOptions,
+    EmulatedConfig, SplitMode,
 };
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -171,11 +171,17 @@ pub fn print_summary(devices: &[DeviceModuleReport]) {
 
 fn write_summary(out: &mut impl Write, devices: &[DeviceModuleReport]) -> std::io::Result<()> {
     for d in devices {
-        let split = d.split_history.last().map_or(0.0, |p| p.device_fraction);
+        // A module without a host implementation decided no split.
+        let split = if d.split == DEVICE_ONLY {
+            "device only (no host implementation)".to_string()
+        } else {
+            let last = d.split_history.last().map_or(0.0, |p| p.device_fraction);
+            format!("split {} (last {:.0}% device)", d.split, last * 100.0)
+        };
         writeln!(
             out,
             "device module {} on {}: {} host + {} device calls, {} launches ({:.1} events/launch), \
-             {:.1} MB in, {:.1} MB out, transfers {:.3} s, kernels {:.3} s, split {} (last {:.0}% device){}",
+             {:.1} MB in, {:.1} MB out, transfers {:.3} s, kernels {:.3} s, {}{}",
             d.label,
             d.device.as_deref().unwrap_or("host"),
             d.host_calls,
@@ -186,8 +192,7 @@ fn write_summary(out: &mut impl Write, devices: &[DeviceModuleReport]) -> std::i
             d.bytes_out as f64 / 1e6,
             d.transfer_in_s + d.transfer_out_s,
             d.kernel_s,
-            d.split,
-            split * 100.0,
+            split,
             if d.failed_launches > 0 {
                 format!(", {} failed launches", d.failed_launches)
             } else {

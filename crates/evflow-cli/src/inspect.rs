@@ -393,11 +393,29 @@ fn print_profile(profile: &[(f64, u32)]) {
     );
 }
 
+/// Measured module times, from a report or a trace.
+#[derive(Debug, Default)]
+pub struct ModuleTimes {
+    /// Mean running time per host call, seconds, by label.
+    pub times: HashMap<String, f64>,
+    /// Device modules the report names that made no host call: their
+    /// device-side calls (unpacking results) say nothing of the host cost.
+    pub device_only: Vec<String>,
+    /// From a trace, which does not tell a device module's host calls from
+    /// its device calls.
+    pub from_trace: bool,
+}
+
 /// Mean running time per call of every module, from a report or a trace.
-pub fn mean_module_times(path: &Path) -> Result<HashMap<String, f64>, String> {
+/// A device module's time is its host time per host call (the report's
+/// `devices` section): the mean over all its calls mixes in the device
+/// side's unpacking, far cheaper than the host work.
+pub fn mean_module_times(path: &Path) -> Result<ModuleTimes, String> {
     let doc = read_json(path)?;
-    let mut times = HashMap::new();
+    let mut out = ModuleTimes::default();
+    let times = &mut out.times;
     if doc.get("traceEvents").is_some() {
+        out.from_trace = true;
         let mut sums: HashMap<String, (f64, u64)> = HashMap::new();
         for s in slices(&doc, path)?
             .into_iter()
@@ -415,8 +433,23 @@ pub fn mean_module_times(path: &Path) -> Result<HashMap<String, f64>, String> {
                 times.insert(text(m, "label").to_string(), num(m, "run_s") / calls);
             }
         }
+        for d in doc
+            .get("devices")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let label = text(d, "label").to_string();
+            let calls = num(d, "host_calls");
+            if calls > 0.0 {
+                times.insert(label, num(d, "host_s") / calls);
+            } else {
+                times.remove(&label);
+                out.device_only.push(label);
+            }
+        }
     } else {
         return Err(format!("{}: neither a report nor a trace", path.display()));
     }
-    Ok(times)
+    Ok(out)
 }

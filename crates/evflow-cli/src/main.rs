@@ -195,7 +195,8 @@ impl WorkloadArgs {
                 .process
                 .set_boxed_source(Box::new(lumis::Regrouped::new(source, n)));
         }
-        if let (Some(notice), Some(_)) = (notice, &loaded.devices) {
+        // Information, not an error: `--quiet` prints only errors.
+        if let (Some(notice), Some(_), false) = (notice, &loaded.devices, self.quiet) {
             eprintln!("evflow: {notice}");
         }
         if !self.quiet {

@@ -1,8 +1,8 @@
 //! `evflow simulate`: predicted throughput on a machine we do not have.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 
+use crate::inspect::ModuleTimes;
 use crate::{WorkloadArgs, run::write_json};
 
 #[derive(clap::Args, Debug)]
@@ -58,7 +58,16 @@ pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
     )?;
     let mut loaded = workload.load()?;
     if let Some(path) = &args.times_from {
-        let times = crate::inspect::mean_module_times(path)?;
+        let mut times = crate::inspect::mean_module_times(path)?;
+        if times.from_trace {
+            // A trace does not tell a device module's host calls from its
+            // device calls: those keep the configuration's times.
+            for model in loaded.devices.iter().flat_map(|d| d.models()) {
+                if times.times.remove(&model.label).is_some() {
+                    times.device_only.push(model.label);
+                }
+            }
+        }
         let matched = apply_times(&mut loaded.process, &times);
         if matched.matched == 0 {
             return Err(format!(
@@ -116,6 +125,10 @@ struct Matched {
     total: usize,
     /// Labels of the configuration without a measured time (first few).
     missing: Vec<String>,
+    /// Device modules without a measured host time (they ran only on the
+    /// device, or the times come from a trace).
+    device_only: Vec<String>,
+    from_trace: bool,
 }
 
 impl Matched {
@@ -126,9 +139,26 @@ impl Matched {
             self.matched,
             self.total
         );
-        if self.matched < self.total {
+        if !self.device_only.is_empty() {
+            line += &format!(
+                "; {} {}, so {} the configuration's time{}",
+                self.device_only.join(", "),
+                if self.from_trace {
+                    "ran on a device and a trace does not tell its host calls from its device calls"
+                } else {
+                    "ran only on the device there (no host time measured)"
+                },
+                if self.device_only.len() == 1 {
+                    "it keeps"
+                } else {
+                    "they keep"
+                },
+                if self.device_only.len() == 1 { "" } else { "s" },
+            );
+        }
+        if !self.missing.is_empty() {
             let shown = self.missing.iter().take(5).cloned().collect::<Vec<_>>();
-            let more = self.total - self.matched - shown.len();
+            let more = self.missing.len() - shown.len();
             line += &format!(
                 "; the others keep the configuration's times: {}{}",
                 shown.join(", "),
@@ -144,20 +174,25 @@ impl Matched {
 }
 
 /// Replaces the cost of every module the report names by its measured mean
-/// time per call. The measurement already ran at whatever time scale the
-/// measured run used, so it is not scaled again.
-fn apply_times(process: &mut evflow_core::Process, times: &HashMap<String, f64>) -> Matched {
+/// time per (host) call. The measurement already ran at whatever time scale
+/// the measured run used, so it is not scaled again.
+fn apply_times(process: &mut evflow_core::Process, times: &ModuleTimes) -> Matched {
     let mut matched = Matched {
         matched: 0,
         total: 0,
         missing: Vec::new(),
+        device_only: Vec::new(),
+        from_trace: times.from_trace,
     };
     for m in process.modules_mut() {
         matched.total += 1;
-        match times.get(m.label()) {
+        match times.times.get(m.label()) {
             Some(&seconds) => {
                 matched.matched += 1;
                 m.set_cost_model(std::sync::Arc::new(move |_| seconds));
+            }
+            None if times.device_only.iter().any(|l| l == m.label()) => {
+                matched.device_only.push(m.label().to_string());
             }
             None => matched.missing.push(m.label().to_string()),
         }
@@ -181,9 +216,16 @@ fn print(sim: &evflow_sim::Simulation) {
         println!("no prediction: the configuration has no events to simulate (give --events N)");
         return;
     }
+    // No simulated time (modules of time 0, no overhead): the rate is not
+    // 0 but has no limit; the report's throughput_ev_s stays 0 (JSON has
+    // no infinity).
+    let rate = if sim.simulated_s > 0.0 {
+        format!("{:.2} events/s", r.throughput_ev_s)
+    } else {
+        "unbounded events/s (the events take no simulated time)".to_string()
+    };
     println!(
-        "predicted: {:.2} events/s on {} cores with {} events in flight ({} events, {:.3} s simulated in {:.3} s: {:.0}x real time)",
-        r.throughput_ev_s,
+        "predicted: {rate} on {} cores with {} events in flight ({} events, {:.3} s simulated in {:.3} s: {:.0}x real time)",
         sim.cores,
         r.events_in_flight,
         r.events,
@@ -230,6 +272,11 @@ fn print(sim: &evflow_sim::Simulation) {
                 l.seconds_per_event
             );
         }
+    }
+    // The same lines as `evflow run` prints, from the simulated device.
+    if !sim.devices.is_empty() {
+        println!("device modules (predicted):");
+        crate::device::print_summary(&sim.devices);
     }
     println!("concurrency profile (fraction of time with n modules running):");
     let profile = &sim.concurrency_profile;

@@ -568,3 +568,20 @@ fn unwritable_or_clashing_output_files_are_refused_before_the_run() {
         );
     }
 }
+
+#[test]
+fn an_empty_cms_configuration_says_the_file_is_empty() {
+    // Empty text is a valid (empty) TOML table: the hint to rename the file
+    // .toml was wrong, and "EOF while parsing a value" did not say why.
+    let dir = scratch("empty-config");
+    for name in ["empty.config", "blank.json"] {
+        let path = write(&dir, name, if name == "blank.json" { "\n  \n" } else { "" });
+        let out = evflow(&["run", &path, "-q"]);
+        assert!(!out.status.success());
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("{name}: the file is empty")) && !err.contains(".toml"),
+            "{err}"
+        );
+    }
+}

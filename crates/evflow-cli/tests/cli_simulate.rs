@@ -249,6 +249,48 @@ fn simulate_times_from_report_are_not_scaled_again() {
 }
 
 #[test]
+fn simulate_times_from_takes_a_device_modules_host_time_per_host_call() {
+    let dir = scratch("times-device");
+    let config = write(&dir, "three.toml", THREE_STEPS);
+    let sim = dir.join("sim.json");
+    // `b` ran as a device module: its mean over all calls (1 ms) mixes 2
+    // host calls of 5 ms with 8 cheap device-side calls; its host cost is
+    // the 5 ms per host call of the `devices` section.
+    let report = |name: &str, host_calls: u64| {
+        let doc = serde_json::json!({
+            "modules": [
+                {"label": "a", "calls": 10, "run_s": 0.05},
+                {"label": "b", "calls": 10, "run_s": 0.01},
+                {"label": "sel", "calls": 10, "run_s": 0.05},
+            ],
+            "devices": [
+                {"label": "b", "host_calls": host_calls, "host_s": host_calls as f64 * 0.005,
+                 "device_calls": 10 - host_calls},
+            ],
+        });
+        write(&dir, name, &doc.to_string())
+    };
+    let partly = report("partly.json", 2);
+    let (rate, text) = simulated_throughput(&one_core(&config, &["--times-from", &partly]), &sim);
+    assert!(text.contains("3 of 3 modules matched"), "{text}");
+    assert!((rate - 1.0 / 0.015).abs() < 0.01 * rate, "{rate}: {text}");
+    // Only on the device: no host time was measured; `b` keeps the
+    // configuration's (5 s × 0.002 = 10 ms), and the summary says why.
+    let only = report("only.json", 0);
+    let (rate, text) = simulated_throughput(
+        &one_core(&config, &["--time-scale", "0.002", "--times-from", &only]),
+        &sim,
+    );
+    assert!(
+        text.contains("2 of 3 modules matched")
+            && text.contains("b ran only on the device there")
+            && text.contains("keeps the configuration's time"),
+        "{text}"
+    );
+    assert!((rate - 1.0 / 0.020).abs() < 0.01 * rate, "{rate}: {text}");
+}
+
+#[test]
 fn simulate_times_from_says_what_matched_and_fails_when_nothing_did() {
     let dir = scratch("times-match");
     let config = write(&dir, "three.toml", THREE_STEPS);
@@ -274,4 +316,112 @@ fn simulate_times_from_says_what_matched_and_fails_when_nothing_did() {
         err.contains("none of the 3 modules") && err.contains("f.json"),
         "{err}"
     );
+}
+
+#[test]
+fn simulate_with_an_emulated_device_reports_the_device_modules() {
+    // As `evflow run`: one line per device module and a `devices` section.
+    let dir = scratch("sim-devices");
+    let config = write(
+        &dir,
+        "job.toml",
+        r#"
+[process]
+events = 400
+events_in_flight = 16
+threads = 2
+
+[[module]]
+label = "clusters"
+type = "producer"
+time = 0.001
+device = { time = 0.0002, bytes_in = 1000, bytes_out = 100 }
+
+[[module]]
+label = "ana"
+type = "analyzer"
+consumes = ["clusters"]
+
+[[end_path]]
+name = "e"
+modules = ["ana"]
+"#,
+    );
+    let report = dir.join("sim.json");
+    let out = evflow(&[
+        "simulate",
+        &config,
+        "--device",
+        "emulated",
+        "--device-split",
+        "fixed:50",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        text.contains("device module clusters on emulated:0: 200 host + 200 device calls")
+            && text.contains("split fixed:50 (last 50% device)"),
+        "{text}"
+    );
+    let doc = read_json(&report);
+    let d = &doc["devices"][0];
+    assert_eq!(d["label"], "clusters");
+    assert_eq!(d["host_calls"], 200);
+    assert_eq!(d["device_calls"], 200);
+    assert!(d["launches"].as_u64().unwrap() >= 1);
+    assert_eq!(d["split"], "fixed:50");
+    // Host only: no device section.
+    let out = evflow(&[
+        "simulate",
+        &config,
+        "--device",
+        "none",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stdout(&out).contains("device module"));
+    assert!(read_json(&report).get("devices").is_none());
+}
+
+#[test]
+fn simulate_of_no_time_predicts_no_limit_and_no_negative_zero() {
+    // Modules of time 0 and no overhead: no simulated time passes, so the
+    // rate is unbounded, not 0 events/s; a job without modules has 0 s
+    // (not -0 s) of work per event.
+    let dir = scratch("zero-time");
+    let zero = write(
+        &dir,
+        "zero.toml",
+        r#"
+[process]
+events = 10
+
+[[module]]
+label = "a"
+type = "producer"
+
+[[module]]
+label = "an"
+type = "analyzer"
+consumes = ["a"]
+
+[[end_path]]
+name = "e"
+modules = ["an"]
+"#,
+    );
+    let empty = write(&dir, "empty.toml", "[process]\nevents = 5\n");
+    for config in [&zero, &empty] {
+        let out = evflow(&["simulate", config, "--overhead-ns", "0"]);
+        let text = stdout(&out);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            text.starts_with("predicted: unbounded events/s (the events take no simulated time)"),
+            "{text}"
+        );
+        assert!(!text.contains("-0.0"), "{text}");
+    }
 }

@@ -49,13 +49,23 @@ fn emulated_device_run_reports_its_device_modules() {
 #[test]
 fn no_device_gives_one_notice_and_a_demanded_one_an_error() {
     let config = example();
-    let mut args = vec!["run", &config, "-q"];
+    let mut args = vec!["run", &config];
     args.extend(FAST);
     let out = evflow(&args);
     assert!(out.status.success());
     let err = stderr(&out);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.starts_with("evflow: no device: device modules run on the host"));
+    // The notice is information: `--quiet` (only errors) drops it, for
+    // `simulate` as for `run`.
+    for command in ["run", "simulate"] {
+        let mut quiet = vec![command, &config, "--quiet"];
+        quiet.extend(&FAST[..4]);
+        let out = evflow(&quiet);
+        assert!(out.status.success(), "{command}: {}", stderr(&out));
+        assert_eq!(stderr(&out), "", "{command}");
+    }
+    args.push("-q");
 
     args.extend(["--device", "cuda"]);
     let out = evflow(&args);
@@ -119,4 +129,208 @@ fn device_options_beyond_any_clock_are_refused_by_name() {
         "--device-bandwidth-gbs=1e-6",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn a_serial_or_exclusive_device_module_does_not_wait_for_the_time_out() {
+    // Its instance is kept during the external work, so a batch cannot
+    // grow past one invocation: with a time-out of 10^6 s the run ends only
+    // when every launch goes at once.
+    let dir = scratch("serial-device");
+    for concurrency in ["\"serial\"", "{ exclusive = [\"gpu\"] }"] {
+        let config = write(
+            &dir,
+            "job.toml",
+            &format!(
+                r#"
+[process]
+events = 20
+events_in_flight = 16
+threads = 2
+
+[[module]]
+label = "clusters"
+type = "producer"
+time = 0.0001
+concurrency = {concurrency}
+device = {{ time = 0.0001, bytes_in = 1000, bytes_out = 100 }}
+
+[[module]]
+label = "ana"
+type = "analyzer"
+consumes = ["clusters"]
+
+[[end_path]]
+name = "e"
+modules = ["ana"]
+"#
+            ),
+        );
+        let out = evflow_within(
+            &[
+                "run",
+                &config,
+                "--device",
+                "emulated",
+                "--device-split",
+                "fixed:100",
+                "--device-timeout-us",
+                "1e12",
+            ],
+            120,
+        );
+        let text = stdout(&out);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(text.contains("20 device calls, 20 launches"), "{text}");
+    }
+}
+
+#[test]
+fn a_device_only_module_reports_no_split() {
+    // `host = false`: every call runs on the device, whatever the split
+    // option; the summary and the report say so instead of a split.
+    let dir = scratch("device-only");
+    let config = write(
+        &dir,
+        "job.toml",
+        r#"
+[process]
+events = 40
+events_in_flight = 8
+threads = 2
+
+[[module]]
+label = "clusters"
+type = "producer"
+time = 0.0001
+device = { time = 0.0001, bytes_in = 1000, bytes_out = 100, host = false }
+
+[[module]]
+label = "ana"
+type = "analyzer"
+consumes = ["clusters"]
+
+[[end_path]]
+name = "e"
+modules = ["ana"]
+"#,
+    );
+    let report = dir.join("r.json");
+    for split in ["adaptive", "fixed:30"] {
+        let out = evflow(&[
+            "run",
+            &config,
+            "--device",
+            "emulated",
+            "--device-split",
+            split,
+            "--report",
+            report.to_str().unwrap(),
+        ]);
+        let text = stdout(&out);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            text.contains("0 host + 40 device calls")
+                && text.contains("device only (no host implementation)")
+                && !text.contains("split"),
+            "{split}: {text}"
+        );
+        let d = &read_json(&report)["devices"][0];
+        assert_eq!(d["split"], "device-only", "{split}");
+        assert_eq!(d["split_history"], serde_json::json!([]), "{split}");
+    }
+}
+
+#[test]
+fn configured_failures_fail_on_the_device_too() {
+    // `fail_on_events` fails the same events whichever side runs them,
+    // also without a host implementation; with a real kernel it is refused
+    // (neither side could fail them).
+    let dir = scratch("device-failures");
+    let job = |device: &str| {
+        format!(
+            r#"
+[process]
+events = 100
+events_in_flight = 8
+threads = 2
+
+[[module]]
+label = "clusters"
+type = "producer"
+time = 0.0001
+fail_on_events = [5, 10, 77]
+device = {device}
+
+[[module]]
+label = "ana"
+type = "analyzer"
+consumes = ["clusters"]
+
+[[end_path]]
+name = "e"
+modules = ["ana"]
+"#
+        )
+    };
+    let report = dir.join("r.json");
+    for device in [
+        "{ time = 0.0001, bytes_in = 1000, bytes_out = 100 }",
+        "{ time = 0.0001, bytes_in = 1000, bytes_out = 100, host = false }",
+    ] {
+        let config = write(&dir, "job.toml", &job(device));
+        for split in ["fixed:0", "fixed:50", "fixed:100", "adaptive"] {
+            let out = evflow(&[
+                "run",
+                &config,
+                "-q",
+                "--device",
+                "emulated",
+                "--device-split",
+                split,
+                "--on-error",
+                "skip-event",
+                "--report",
+                report.to_str().unwrap(),
+            ]);
+            assert!(out.status.success(), "{}", stderr(&out));
+            let doc = read_json(&report);
+            let mut failed: Vec<u64> = doc["failed_events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f["event"].as_u64().unwrap())
+                .collect();
+            failed.sort_unstable();
+            assert_eq!(failed, [5, 10, 77], "{device} {split}");
+        }
+        let out = evflow(&[
+            "run",
+            &config,
+            "-q",
+            "--device",
+            "emulated",
+            "--device-split",
+            "fixed:100",
+        ]);
+        assert!(!out.status.success(), "{device}");
+        let err = stderr(&out);
+        assert!(
+            err.contains("module 'clusters' failed") && err.contains("configured failure on event"),
+            "{err}"
+        );
+    }
+    let config = write(
+        &dir,
+        "kernel.toml",
+        &job(r#"{ kernel = "stencil", size = 64 }"#).replace("time = 0.0001\n", ""),
+    );
+    let out = evflow(&["run", &config, "-q", "--device", "emulated"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out)
+            .contains("module 'clusters': fail_on_events does not apply with device.kernel"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -81,6 +81,11 @@ pub(crate) fn build(
                 ));
             }
         }
+        // The kernel's Rust twin is the host side: it has no configured
+        // failures, and silently failing on neither side would mislead.
+        if !host.failures().is_empty() {
+            return Err("fail_on_events does not apply with device.kernel".into());
+        }
         let size = spec.size.ok_or_else(|| {
             format!(
                 "device.size is required with device.kernel ({} per event)",
@@ -105,10 +110,12 @@ pub(crate) fn build(
         return Err("device.size applies only with device.kernel".into());
     }
     let spec = SyntheticDevice {
-        host: spec.host.unwrap_or(true).then_some(host),
+        host: spec.host.unwrap_or(true).then_some(host.clone()),
         device_cost_s: time * time_scale,
         bytes_in: bytes(spec.bytes_in, "bytes_in", 16)?,
         bytes_out: bytes(spec.bytes_out, "bytes_out", 8)?,
+        // Also without a host implementation: the device side fails them.
+        fail_on_events: host.failures().to_vec(),
     };
     synthetic_device(label, spec, consumes, produces, context)
         .map(|m| m.concurrency(concurrency))

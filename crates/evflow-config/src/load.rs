@@ -34,6 +34,16 @@ fn with_format_hint(e: ConfigFileError, format: Format, text: &str) -> ConfigFil
     else {
         return e;
     };
+    // Empty text parses as an empty TOML table: no hint to rename it, and
+    // the JSON parser's "EOF while parsing a value" does not say why.
+    if format == Format::CmsJson && text.trim().is_empty() {
+        return ConfigFileError::Parse {
+            file,
+            line: None,
+            column: None,
+            message: "the file is empty (a CMS JSON configuration is one JSON object)".into(),
+        };
+    }
     let hint = match format {
         Format::Toml if crate::options::looks_like_cms_json(text) => {
             " (the file is a CMS JSON configuration: name it .json or .config)"

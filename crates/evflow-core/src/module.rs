@@ -3,7 +3,7 @@
 
 use crate::error::{ModuleError, ModuleResult};
 use crate::event::Event;
-use crate::ids::ModuleKind;
+use crate::ids::{Concurrency, ModuleKind};
 use crate::trigger::TriggerResults;
 
 /// Callbacks at job, run and luminosity-block boundaries. Every method has an
@@ -52,6 +52,14 @@ pub trait Producer: Transitions {
         done.finish(Ok(()));
         Ok(())
     }
+
+    /// Tells the instance the concurrency its module was given
+    /// ([`ModuleDesc::concurrency`](crate::ModuleDesc::concurrency),
+    /// [`ModuleDesc::cloned`](crate::ModuleDesc::cloned)). A producer that
+    /// gathers the external work of several events (a device module's
+    /// combiner) learns from it how many can ever wait at once: one for a
+    /// serial, cloned or exclusive instance, which it keeps during the wait.
+    fn set_concurrency(&self, _concurrency: &Concurrency) {}
 }
 
 /// Decides whether an event goes on along a path. May also put products.

@@ -71,6 +71,7 @@ impl ModuleDesc {
             desc.instances.push(make());
         }
         desc.concurrency = Concurrency::Cloned(n);
+        desc.tell_concurrency();
         desc
     }
 
@@ -87,7 +88,17 @@ impl ModuleDesc {
     }
     pub fn concurrency(mut self, concurrency: Concurrency) -> Self {
         self.concurrency = concurrency;
+        self.tell_concurrency();
         self
+    }
+    /// Hands the concurrency to each producer instance
+    /// ([`Producer::set_concurrency`]).
+    fn tell_concurrency(&self) {
+        for instance in &self.instances {
+            if let ModuleImpl::Producer(p) = instance {
+                p.set_concurrency(&self.concurrency);
+            }
+        }
     }
     /// Declares that the producer has an asynchronous `acquire` step.
     pub fn external_work(mut self, yes: bool) -> Self {

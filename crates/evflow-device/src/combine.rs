@@ -47,6 +47,21 @@ impl CombinePolicy {
             ..self
         }
     }
+
+    /// ... and by the module's concurrency: the engine keeps a serial,
+    /// exclusive or cloned instance during its external work, so at most
+    /// `events_at_once` of its invocations (`None`: no limit) can wait, and
+    /// a batch that cannot grow is launched at once instead of waiting for
+    /// the time-out.
+    pub fn for_events_at_once(self, events_at_once: Option<usize>) -> Self {
+        match events_at_once {
+            Some(n) => Self {
+                max_events: self.max_events.clamp(1, n.max(1)),
+                ..self
+            },
+            None => self,
+        }
+    }
 }
 
 /// Invocations waiting for a launch.
@@ -176,6 +191,22 @@ mod tests {
             assert!(c.push(0.0, i).is_none());
         }
         assert_eq!(c.push(0.0, 3), Some(vec![0, 1, 2, 3]));
+        assert!(c.deadline().is_none());
+    }
+
+    #[test]
+    fn count_is_capped_by_events_at_once() {
+        let p = CombinePolicy {
+            max_events: 64,
+            timeout_s: 1.0,
+            max_in_flight: 0,
+        }
+        .for_events_in_flight(16);
+        assert_eq!(p.for_events_at_once(None).max_events, 16);
+        assert_eq!(p.for_events_at_once(Some(3)).max_events, 3);
+        // A serial instance: its one invocation leaves at once.
+        let mut c = Combiner::new(p.for_events_at_once(Some(1)));
+        assert_eq!(c.push(0.0, 'a'), Some(vec!['a']));
         assert!(c.deadline().is_none());
     }
 

@@ -10,7 +10,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use evflow_core::{
-    Completion, Event, EventId, ModuleDesc, ModuleError, ModuleResult, Producer, Transitions,
+    Completion, Concurrency, Event, EventId, ModuleDesc, ModuleError, ModuleResult, Producer,
+    Transitions,
 };
 
 use crate::combine::Combiner;
@@ -69,11 +70,17 @@ struct State {
     pending: HashMap<EventId, Pending>,
     stats: Stats,
     stop: bool,
+    /// How many invocations can wait at once (`None`: no limit), from the
+    /// module's concurrency.
+    at_once: Option<usize>,
 }
 
 struct Shared {
     label: String,
     device: Option<Arc<dyn Device>>,
+    /// On a device without a host implementation: every call runs there,
+    /// so there is no split to decide or report.
+    device_only: bool,
     options: Arc<Mutex<DeviceOptions>>,
     kernel: Arc<dyn Kernel>,
     epoch: Instant,
@@ -237,8 +244,12 @@ fn report(shared: &Shared) -> DeviceModuleReport {
     state.stats.report(
         &shared.label,
         shared.device.as_ref().map(|d| d.name().to_string()),
-        state.split.mode(),
-        state.split.history(),
+        (!shared.device_only).then(|| state.split.mode()),
+        if shared.device_only {
+            &[]
+        } else {
+            state.split.history()
+        },
     )
 }
 
@@ -267,15 +278,17 @@ pub fn offload(
     let shared = Arc::new(Shared {
         label: label.to_string(),
         device: context.device().cloned(),
+        device_only: has_device && !module.has_host(),
         options: context.shared_options(),
         kernel,
         epoch: Instant::now(),
         state: Mutex::new(State {
-            combiner: combiner(&options),
+            combiner: combiner(&options, None),
             split: split(&options, has_device),
             pending: HashMap::new(),
             stats: Stats::default(),
             stop: false,
+            at_once: None,
         }),
         wake: Condvar::new(),
     });
@@ -294,12 +307,23 @@ pub fn offload(
     Ok(ModuleDesc::producer(label, Offload { module, shared }).external_work(true))
 }
 
-fn combiner(options: &DeviceOptions) -> Combiner<Item> {
+fn combiner(options: &DeviceOptions, at_once: Option<usize>) -> Combiner<Item> {
     Combiner::new(
         options
             .combine
-            .for_events_in_flight(options.events_in_flight),
+            .for_events_in_flight(options.events_in_flight)
+            .for_events_at_once(at_once),
     )
+}
+
+/// How many invocations of one instance can wait in its combiner at once:
+/// the engine keeps a serial, exclusive or cloned instance (each clone has
+/// its own combiner) from `acquire` until `produce`.
+fn events_at_once(concurrency: &Concurrency) -> Option<usize> {
+    match concurrency {
+        Concurrency::Shared => None,
+        Concurrency::Serial | Concurrency::Exclusive(_) | Concurrency::Cloned(_) => Some(1),
+    }
 }
 
 fn split(options: &DeviceOptions, has_device: bool) -> SplitController {
@@ -319,7 +343,7 @@ impl Transitions for Offload {
         let options = *shared.options.lock().unwrap_or_else(|e| e.into_inner());
         let mut state = lock(&shared.state);
         if state.combiner.is_empty() {
-            state.combiner = combiner(&options);
+            state.combiner = combiner(&options, state.at_once);
         }
         state.split = split(&options, shared.device.is_some());
         Ok(())
@@ -327,6 +351,16 @@ impl Transitions for Offload {
 }
 
 impl Producer for Offload {
+    fn set_concurrency(&self, concurrency: &Concurrency) {
+        let shared = &self.shared;
+        let options = *shared.options.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = lock(&shared.state);
+        state.at_once = events_at_once(concurrency);
+        if state.combiner.is_empty() {
+            state.combiner = combiner(&options, state.at_once);
+        }
+    }
+
     fn acquire(&self, event: &Event<'_>, done: Completion) -> ModuleResult {
         let shared = &self.shared;
         let mut state = lock(&shared.state);
@@ -403,6 +437,9 @@ impl Producer for Offload {
 impl Offload {
     fn close_window(&self, state: &mut State) {
         let shared = &self.shared;
+        if shared.device_only {
+            return;
+        }
         let device_all = shared
             .device
             .as_ref()

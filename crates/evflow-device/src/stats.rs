@@ -39,7 +39,7 @@ impl Stats {
         &self,
         label: &str,
         device: Option<String>,
-        mode: SplitMode,
+        mode: Option<SplitMode>,
         history: &[SplitPoint],
     ) -> DeviceModuleReport {
         let launched = self.launches.max(1) as f64;
@@ -47,8 +47,9 @@ impl Stats {
             label: label.into(),
             device,
             split: match mode {
-                SplitMode::Adaptive => "adaptive".into(),
-                SplitMode::Fixed(p) => format!("fixed:{}", p * 100.0),
+                None => DEVICE_ONLY.into(),
+                Some(SplitMode::Adaptive) => "adaptive".into(),
+                Some(SplitMode::Fixed(p)) => format!("fixed:{}", p * 100.0),
             },
             host_calls: self.host_calls,
             device_calls: self.device_calls,
@@ -73,13 +74,18 @@ impl Stats {
     }
 }
 
+/// The `split` of a module without a host implementation on a device:
+/// every call ran there, no split was decided.
+pub const DEVICE_ONLY: &str = "device-only";
+
 /// What one device module did: the `devices` section of `evflow run --report`.
 #[derive(Clone, Debug, Serialize)]
 pub struct DeviceModuleReport {
     pub label: String,
     /// The device it ran on (`None`: host only).
     pub device: Option<String>,
-    /// `adaptive` or `fixed:P`.
+    /// `adaptive`, `fixed:P`, or `device-only` (no host implementation:
+    /// no split decided, an empty `split_history`).
     pub split: String,
     pub host_calls: u64,
     pub device_calls: u64,

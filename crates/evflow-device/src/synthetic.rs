@@ -7,7 +7,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use evflow_core::{Event, ModuleDesc, ModuleResult};
-use evflow_workloads::{Timing, consumed_digest, event_key, mix};
+use evflow_workloads::{Timing, configured_failure, consumed_digest, event_key, mix};
 
 use crate::context::{DeviceContext, DeviceModel};
 use crate::device::DeviceError;
@@ -25,6 +25,10 @@ pub struct SyntheticDevice {
     pub bytes_in: usize,
     /// Bytes moved back per event (at least 8).
     pub bytes_out: usize,
+    /// Event numbers on which the module fails (`configured failure on
+    /// event N`), whichever side runs it: the device side fails them when
+    /// it puts their products, so the same events fail whatever the split.
+    pub fail_on_events: Vec<u64>,
 }
 
 struct Module {
@@ -151,6 +155,7 @@ impl DeviceProducer for Module {
         self.spec.host.is_some()
     }
     fn produce_host(&self, ev: &Event<'_>) -> ModuleResult {
+        configured_failure(&self.spec.fail_on_events, ev)?;
         let inputs = consumed_digest(ev)?;
         if let Some(timing) = &self.spec.host {
             timing.run(ev)?;
@@ -175,6 +180,7 @@ impl DeviceProducer for Module {
         self.kernel.clone()
     }
     fn unpack(&self, ev: &Event<'_>, output: &[u8]) -> ModuleResult {
+        configured_failure(&self.spec.fail_on_events, ev)?;
         let value = word(output, 0)
             .ok_or_else(|| evflow_core::ModuleError::msg("device output shorter than 8 bytes"))?;
         self.products.put(ev, value)
@@ -192,7 +198,7 @@ impl DeviceProducer for Module {
 ///     DeviceOptions { split: SplitMode::Fixed(0.5), events_in_flight: 8, ..Default::default() })
 ///     .unwrap().0;
 /// let spec = SyntheticDevice { host: Some(Timing::constant(1e-4, Work::Busy)),
-///     device_cost_s: 1e-5, bytes_in: 1024, bytes_out: 64 };
+///     device_cost_s: 1e-5, bytes_in: 1024, bytes_out: 64, fail_on_events: vec![] };
 /// let mut p = Process::new("offload");
 /// p.set_source(EmptySource::new(40));
 /// p.add(synthetic_device("tracks", spec, &[], &[""], &ctx).unwrap());

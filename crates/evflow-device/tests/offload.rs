@@ -16,6 +16,7 @@ fn spec(host: bool) -> SyntheticDevice {
         device_cost_s: 1e-5,
         bytes_in: 256,
         bytes_out: 16,
+        fail_on_events: vec![],
     }
 }
 
@@ -122,7 +123,11 @@ fn device_only_module_runs_on_the_device_and_needs_one() {
     )
     .unwrap();
     assert_eq!(tally.events(), EVENTS);
-    assert_eq!(ctx.reports()[0].device_calls, EVENTS);
+    let r = &ctx.reports()[0];
+    assert_eq!(r.device_calls, EVENTS);
+    // No split was decided: every call ran on the device.
+    assert_eq!(r.split, DEVICE_ONLY);
+    assert!(r.split_history.is_empty(), "{:?}", r.split_history);
     // Without a device it cannot be built, and says why.
     let host = DeviceContext::host_only(DeviceOptions::default());
     let err = synthetic_device("tracks", spec(false), &[], &[""], &host)
@@ -170,6 +175,48 @@ fn a_batch_that_cannot_fill_is_launched_by_its_time_out() {
         let r = &ctx.reports()[0];
         assert_eq!(r.device_calls, EVENTS / 2);
         assert!(r.max_events_per_launch <= 4);
+    }
+}
+
+#[test]
+fn a_serial_or_exclusive_module_launches_at_once() {
+    // The engine keeps a serial or exclusive instance during its external
+    // work, so its combiner never holds more than one invocation: with a
+    // time-out of 10^6 s the job ends only when each launch goes at once
+    // (it used to wait the time-out every time). The watchdog turns such a
+    // wait into a failure instead of a hung test.
+    for concurrency in [
+        evflow_core::Concurrency::Serial,
+        evflow_core::Concurrency::Exclusive(vec!["gpu".into()]),
+    ] {
+        for executor in [ExecutorKind::Sequential, ExecutorKind::Threaded] {
+            let mut o = options(SplitMode::Fixed(1.0), 64, 16);
+            o.combine.timeout_s = 1e6;
+            let ctx = emulated(EmulatedConfig::default(), o);
+            let mut p = Process::new("serial-offload");
+            p.set_source(EmptySource::new(20));
+            p.add(synthetic::producer("gen", Timing::zero(), &[], &[""]));
+            p.add(
+                synthetic_device("tracks", spec(true), &["gen"], &[""], &ctx)
+                    .unwrap()
+                    .concurrency(concurrency.clone()),
+            );
+            let (sum, tally) = synthetic::analyzer_with_tally("sum", Timing::zero(), &["tracks"]);
+            p.add(sum);
+            p.end_path("e", ["sum"]);
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let _ = tx.send(run(p, &run_opts(2, 16, executor, ErrorPolicy::Fail)));
+            });
+            rx.recv_timeout(std::time::Duration::from_secs(120))
+                .unwrap_or_else(|_| {
+                    panic!("{concurrency} {executor:?}: launches wait the time-out")
+                })
+                .unwrap();
+            assert_eq!(tally.events(), 20);
+            let r = &ctx.reports()[0];
+            assert_eq!((r.device_calls, r.launches), (20, 20), "{concurrency}");
+        }
     }
 }
 
@@ -236,6 +283,51 @@ fn skip_event_skips_exactly_the_events_of_failed_launches() {
     assert_eq!(tally.events() + failed.len() as u64, EVENTS);
     assert_eq!(r.device_calls + failed.len() as u64, EVENTS);
     assert_eq!(report.events + failed.len() as u64, EVENTS);
+}
+
+#[test]
+fn configured_failures_fail_the_same_events_whatever_the_split() {
+    // `fail_on_events` is the module's, not its host side's: the events
+    // routed to the device fail as well, through the per-event failures.
+    let failing = vec![5, 10, 77];
+    for (split, host) in [
+        (SplitMode::Fixed(0.0), true),
+        (SplitMode::Fixed(0.5), true),
+        (SplitMode::Fixed(1.0), true),
+        (SplitMode::Adaptive, true),
+        (SplitMode::Adaptive, false),
+    ] {
+        let spec = SyntheticDevice {
+            fail_on_events: failing.clone(),
+            ..spec(host)
+        };
+        let ctx = emulated(EmulatedConfig::default(), options(split, 4, 8));
+        let (p, tally) = job(Some(&ctx), spec.clone());
+        let report = run(
+            p,
+            &run_opts(2, 8, ExecutorKind::Threaded, ErrorPolicy::SkipEvent),
+        )
+        .unwrap();
+        assert_eq!(failed(&report), failing, "{split:?} host {host}");
+        assert!(report.failed_events.iter().all(|e| e.module == "tracks"));
+        assert_eq!(tally.events(), EVENTS - 3, "{split:?} host {host}");
+        // And `--on-error fail` fails the job naming module and event.
+        let ctx = emulated(EmulatedConfig::default(), options(split, 4, 8));
+        let (p, _) = job(Some(&ctx), spec);
+        let err = run(
+            p,
+            &run_opts(2, 8, ExecutorKind::Threaded, ErrorPolicy::Fail),
+        )
+        .unwrap_err();
+        let RunError::Failed { error, .. } = err else {
+            panic!("{err}")
+        };
+        let text = error.to_string();
+        assert!(
+            text.contains("'tracks'") && text.contains("configured failure on event"),
+            "{split:?} host {host}: {text}"
+        );
+    }
 }
 
 #[test]

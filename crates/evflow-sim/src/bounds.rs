@@ -47,7 +47,8 @@ pub(crate) fn compute(
     options: &SimOptions,
 ) -> Bounds {
     let events = run.events.max(1) as f64;
-    let work = run.module_busy_s.iter().sum::<f64>() / events;
+    // Not `sum()`: the sum of no f64 is -0.0, printed "-0.000000 s".
+    let work = run.module_busy_s.iter().fold(0.0, |a, b| a + b) / events;
     let ids: Vec<_> = run
         .event_ids
         .iter()

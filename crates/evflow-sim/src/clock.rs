@@ -39,6 +39,8 @@ pub(crate) struct ClockRun {
     pub profile: Vec<f64>,
     /// Per module: total simulated running time.
     pub module_busy_s: Vec<f64>,
+    /// Predicted figures of the device modules (none without a device).
+    pub devices: Vec<evflow_device::DeviceModuleReport>,
     pub events: u64,
     pub event_ids: Vec<EventId>,
     /// Task completions the clock went through.
@@ -293,6 +295,7 @@ pub(crate) fn run_on<Q: Queues>(
     }
     let busy_s = machine.busy_s;
     let trace = machine.trace.take().unwrap_or_default();
+    let devices = device.as_ref().map(|d| d.reports()).unwrap_or_default();
 
     let events = tally.events.get();
     let paths = tally.paths.into_inner();
@@ -358,6 +361,7 @@ pub(crate) fn run_on<Q: Queues>(
         busy_s,
         profile,
         module_busy_s,
+        devices,
         events,
         event_ids,
         steps,

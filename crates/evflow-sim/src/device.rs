@@ -6,7 +6,10 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
 use evflow_core::graph::Graph;
-use evflow_device::{Combiner, DeviceContext, DeviceModel, EmulatedConfig, Side, SplitController};
+use evflow_device::{
+    Combiner, DEVICE_ONLY, DeviceContext, DeviceModel, DeviceModuleReport, EmulatedConfig, Side,
+    SplitController,
+};
 
 use crate::time::Time;
 
@@ -19,6 +22,26 @@ struct ModuleSim {
     split: SplitController,
     /// Side chosen for the invocation of each event slot.
     side: Vec<Side>,
+    /// The figures `evflow run` reports, predicted.
+    stats: Stats,
+}
+
+/// What a module did on the simulated device (as `evflow_device`'s
+/// per-module statistics of a run).
+#[derive(Default)]
+struct Stats {
+    host_calls: u64,
+    host_s: f64,
+    device_calls: u64,
+    launches: u64,
+    max_events_per_launch: u64,
+    bytes_in: u64,
+    bytes_out: u64,
+    queued_s: f64,
+    transfer_in_s: f64,
+    kernel_s: f64,
+    transfer_out_s: f64,
+    launch_total_s: f64,
 }
 
 enum Pending {
@@ -33,6 +56,8 @@ enum Pending {
 /// The simulated device and its modules.
 pub(crate) struct SimDevice {
     config: EmulatedConfig,
+    /// The device's name, as a run reports it.
+    name: String,
     modules: Vec<Option<ModuleSim>>,
     /// Modelled end of the work on each engine (copy in, kernel, copy out).
     free: [f64; 3],
@@ -56,7 +81,17 @@ impl SimDevice {
             .map(|node| {
                 let model = models.iter().find(|m| m.label == node.label)?.clone();
                 Some(ModuleSim {
-                    combiner: Combiner::new(options.combine.for_events_in_flight(events_in_flight)),
+                    // A serial, exclusive or cloned module keeps its
+                    // instances during the external work: no more than
+                    // `limit` invocations can wait (as in a run).
+                    combiner: Combiner::new(
+                        options
+                            .combine
+                            .for_events_in_flight(events_in_flight)
+                            .for_events_at_once(
+                                (node.limit != u32::MAX).then_some(node.limit as usize),
+                            ),
+                    ),
                     split: SplitController::new(
                         options.split,
                         options.host_threads,
@@ -64,12 +99,14 @@ impl SimDevice {
                     )
                     .with_slots(events_in_flight),
                     side: vec![Side::Host; events_in_flight],
+                    stats: Stats::default(),
                     model,
                 })
             })
             .collect();
         modules.iter().any(Option::is_some).then_some(Self {
             config,
+            name: context.device_name(),
             modules,
             free: [0.0; 3],
             busy_all: 0.0,
@@ -119,6 +156,8 @@ impl SimDevice {
     /// A host invocation of `module` took `seconds`.
     pub fn host_done(&mut self, now: f64, module: usize, seconds: f64) {
         if let Some(m) = self.modules[module].as_mut() {
+            m.stats.host_calls += 1;
+            m.stats.host_s += seconds;
             m.split.record_host(seconds);
             m.split.update(now, self.busy_all);
         }
@@ -148,6 +187,7 @@ impl SimDevice {
                 bottleneck,
             }) => {
                 let m = self.modules[module].as_mut().expect("a device module");
+                m.stats.device_calls += items.len() as u64;
                 m.split.record_device(items.len(), bottleneck);
                 m.split.update(now, self.busy_all);
                 // A batch held back by this launch may go now.
@@ -170,10 +210,8 @@ impl SimDevice {
     /// engines (one engine for all three without overlap).
     fn launch(&mut self, now: f64, module: usize, items: Vec<Item>) {
         let c = &self.config;
-        let m = &self.modules[module]
-            .as_ref()
-            .expect("a device module")
-            .model;
+        let sim = self.modules[module].as_mut().expect("a device module");
+        let m = &sim.model;
         let n = items.len() as f64;
         let bw = c.bandwidth_bytes_s.max(1.0);
         let t_in = c.transfer_latency_s + n * m.bytes_in as f64 / bw;
@@ -190,6 +228,16 @@ impl SimDevice {
             self.free = [e; 3];
             (e, t_in + kernel + t_out)
         };
+        let st = &mut sim.stats;
+        st.launches += 1;
+        st.max_events_per_launch = st.max_events_per_launch.max(items.len() as u64);
+        st.bytes_in += (m.bytes_in * items.len()) as u64;
+        st.bytes_out += (m.bytes_out * items.len()) as u64;
+        st.transfer_in_s += t_in;
+        st.kernel_s += kernel;
+        st.transfer_out_s += t_out;
+        st.launch_total_s += end - now;
+        st.queued_s += (end - now - (t_in + kernel + t_out)).max(0.0);
         self.busy_all += bottleneck;
         self.schedule(
             end,
@@ -199,5 +247,55 @@ impl SimDevice {
                 bottleneck,
             },
         );
+    }
+}
+
+impl SimDevice {
+    /// The predicted figures of each device module, as `evflow run`
+    /// reports them (`devices`).
+    pub fn reports(&self) -> Vec<DeviceModuleReport> {
+        self.modules
+            .iter()
+            .flatten()
+            .map(|m| {
+                let st = &m.stats;
+                let launched = st.launches.max(1) as f64;
+                // As a run: a module without a host implementation decides
+                // no split.
+                let (split, history) = if m.model.has_host {
+                    let split = match m.split.mode() {
+                        evflow_device::SplitMode::Adaptive => "adaptive".into(),
+                        evflow_device::SplitMode::Fixed(p) => format!("fixed:{}", p * 100.0),
+                    };
+                    (split, m.split.history().to_vec())
+                } else {
+                    (DEVICE_ONLY.to_string(), Vec::new())
+                };
+                DeviceModuleReport {
+                    label: m.model.label.clone(),
+                    device: Some(self.name.clone()),
+                    split,
+                    host_calls: st.host_calls,
+                    device_calls: st.device_calls,
+                    launches: st.launches,
+                    failed_launches: 0,
+                    events_per_launch: if st.launches == 0 {
+                        0.0
+                    } else {
+                        st.device_calls as f64 / launched
+                    },
+                    max_events_per_launch: st.max_events_per_launch,
+                    bytes_in: st.bytes_in,
+                    bytes_out: st.bytes_out,
+                    host_s: st.host_s,
+                    queued_s: st.queued_s,
+                    transfer_in_s: st.transfer_in_s,
+                    kernel_s: st.kernel_s,
+                    transfer_out_s: st.transfer_out_s,
+                    mean_launch_s: st.launch_total_s / launched,
+                    split_history: history,
+                }
+            })
+            .collect()
     }
 }

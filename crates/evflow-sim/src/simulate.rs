@@ -27,6 +27,10 @@ pub struct Simulation {
     /// Serial and exclusive modules or resources, busiest first, with the
     /// fraction of time they were busy: a value near 1 limits scaling.
     pub limiters: Vec<Limiter>,
+    /// Per device module (emulated device): the predicted host and device
+    /// calls, launches and split, as `evflow run --report` writes them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<evflow_device::DeviceModuleReport>,
     /// Wall-clock seconds the simulation itself took.
     pub simulation_wall_s: f64,
 }
@@ -83,6 +87,7 @@ pub fn simulate(mut process: Process, options: &SimOptions) -> Result<Simulation
             .map(|t| t / run.simulated_s.max(f64::MIN_POSITIVE))
             .collect(),
         report: run.report,
+        devices: run.devices,
         bounds,
         limiters,
         simulation_wall_s,

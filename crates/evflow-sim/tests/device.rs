@@ -32,6 +32,7 @@ fn predict(split: SplitMode, overlap: bool) -> f64 {
         device_cost_s: 50e-6,
         bytes_in: 65536,
         bytes_out: 65536,
+        fail_on_events: vec![],
     };
     simulated_throughput("stencil", spec, EVENTS, ctx)
 }
@@ -129,6 +130,7 @@ fn predict_regime(r: &Regime, split: SplitMode) -> f64 {
         device_cost_s: r.device_s,
         bytes_in: r.bytes,
         bytes_out: r.bytes,
+        fail_on_events: vec![],
     };
     simulated_throughput("m", spec, r.events, ctx)
 }
@@ -178,4 +180,134 @@ fn the_adaptive_split_goes_to_the_device_when_it_wins() {
     assert!(best > 3.0 * statics[0], "{statics:?}");
     // Probes back from 100 % cost a few per cent (0.92 of the best here).
     assert!(adaptive > 0.9 * best, "adaptive {adaptive} vs {statics:?}");
+}
+
+#[test]
+fn a_serial_device_module_launches_at_once() {
+    // A serial module's instance is kept during its external work: one
+    // invocation at a time can wait, so a launch must not wait for the
+    // (here 1000 s) time-out. 20 events of 1 ms on the device: well under
+    // a second of simulated time.
+    let options = DeviceOptions {
+        split: SplitMode::Fixed(1.0),
+        events_in_flight: K,
+        host_threads: CORES,
+        combine: CombinePolicy {
+            timeout_s: 1000.0,
+            ..CombinePolicy::default()
+        },
+        ..DeviceOptions::default()
+    };
+    let ctx = DeviceContext::open(&DeviceChoice::Emulated(EmulatedConfig::default()), options)
+        .unwrap()
+        .0;
+    let spec = SyntheticDevice {
+        host: Some(Timing::constant(1e-3, Work::Sleep)),
+        device_cost_s: 1e-3,
+        bytes_in: 64,
+        bytes_out: 64,
+        fail_on_events: vec![],
+    };
+    let mut p = Process::new("sim-serial-device");
+    p.set_source(EmptySource::new(20));
+    p.add(
+        synthetic_device("tracks", spec, &[], &[""], &ctx)
+            .unwrap()
+            .concurrency(evflow_core::Concurrency::Serial),
+    );
+    p.add(synthetic::analyzer("use", Timing::zero(), &["tracks"]));
+    p.end_path("e", ["use"]);
+    let sim = simulate(
+        p,
+        &SimOptions {
+            cores: CORES,
+            events_in_flight: K,
+            devices: Some(ctx),
+            ..SimOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(sim.report.events, 20);
+    assert!(sim.simulated_s < 1.0, "{} s", sim.simulated_s);
+}
+
+#[test]
+fn the_prediction_reports_each_device_module_as_a_run_does() {
+    for (split, host) in [
+        (SplitMode::Fixed(0.5), true),
+        (SplitMode::Adaptive, true),
+        (SplitMode::Fixed(0.5), false),
+    ] {
+        let options = DeviceOptions {
+            split,
+            events_in_flight: K,
+            host_threads: CORES,
+            ..DeviceOptions::default()
+        };
+        let ctx = DeviceContext::open(&DeviceChoice::Emulated(EmulatedConfig::default()), options)
+            .unwrap()
+            .0;
+        let spec = SyntheticDevice {
+            host: host.then(|| Timing::constant(1e-3, Work::Sleep)),
+            device_cost_s: 1e-4,
+            bytes_in: 1000,
+            bytes_out: 100,
+            fail_on_events: vec![],
+        };
+        let mut p = Process::new("sim-device-report");
+        p.set_source(EmptySource::new(1000));
+        p.add(synthetic_device("tracks", spec, &[], &[""], &ctx).unwrap());
+        p.add(synthetic::analyzer("use", Timing::zero(), &["tracks"]));
+        p.end_path("e", ["use"]);
+        let sim = simulate(
+            p,
+            &SimOptions {
+                cores: CORES,
+                events_in_flight: K,
+                devices: Some(ctx),
+                ..SimOptions::default()
+            },
+        )
+        .unwrap();
+        let [d] = sim.devices.as_slice() else {
+            panic!("{split:?}: {:?}", sim.devices)
+        };
+        let case = format!("{split:?} host {host}");
+        assert_eq!(d.label, "tracks");
+        assert_eq!(d.device.as_deref(), Some("emulated:0"), "{case}");
+        assert_eq!(d.host_calls + d.device_calls, 1000, "{case}");
+        assert!(d.launches >= 1 && d.launches <= d.device_calls, "{case}");
+        assert_eq!(d.bytes_in, d.device_calls * 1000, "{case}");
+        assert_eq!(d.bytes_out, d.device_calls * 100, "{case}");
+        match (split, host) {
+            (_, false) => {
+                assert_eq!(d.split, DEVICE_ONLY);
+                assert!(d.split_history.is_empty());
+                assert_eq!(d.device_calls, 1000);
+            }
+            (SplitMode::Fixed(_), true) => {
+                assert_eq!(d.split, "fixed:50");
+                assert_eq!(d.device_calls, 500);
+                assert!(d.host_s > 0.0);
+            }
+            (SplitMode::Adaptive, true) => {
+                assert_eq!(d.split, "adaptive");
+                assert!(!d.split_history.is_empty());
+            }
+        }
+    }
+    // Without a device, nothing to report.
+    let sim = simulate(
+        {
+            let mut p = Process::new("no-device");
+            p.set_source(EmptySource::new(10));
+            p.add(synthetic::producer("a", Timing::zero(), &[], &[""]));
+            p
+        },
+        &SimOptions::default(),
+    )
+    .unwrap();
+    assert!(sim.devices.is_empty());
+    let json = serde_json::to_value(&sim).unwrap();
+    assert!(json.get("devices").is_none());
 }

@@ -39,4 +39,6 @@ pub use modules::{
     drifting_decision, event_key, filter, filter_with_decision, fraction_decision,
     output_with_tally, passes, passes_id, producer,
 };
-pub use timing::{Timing, Work, busy_iterations_per_second, busy_work, sleep_work};
+pub use timing::{
+    Timing, Work, busy_iterations_per_second, busy_work, configured_failure, sleep_work,
+};

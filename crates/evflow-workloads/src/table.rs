@@ -134,6 +134,17 @@ impl Cut {
                 "'{text}' is not 'column op number' (op: >=, >, <=, <, ==, !=)"
             ));
         };
+        // The whole run of operator characters around the match must be the
+        // operator: `a => 2` would otherwise read as column `a =`.
+        let is_op = |c: char| "=!<>".contains(c);
+        let start = text[..at].trim_end_matches(is_op).len();
+        let end = text.len() - text[at..].trim_start_matches(is_op).len();
+        if text[start..end] != *symbol {
+            return Err(format!(
+                "'{}' is not an operator in '{text}' (op: >=, >, <=, <, ==, !=)",
+                &text[start..end]
+            ));
+        }
         let name = text[..at].trim();
         let number = text[at + symbol.len()..].trim();
         let column = table.column(name).ok_or_else(|| {
@@ -185,6 +196,20 @@ mod tests {
                 .contains("no column 'zz'")
         );
         assert!(Cut::parse("a ~ 1", &t).is_err());
+        // A mistyped operator is named as one, not read as a column `a =`.
+        for (bad, op) in [
+            ("a => 2", "=>"),
+            ("a =< 2", "=<"),
+            ("b >== 1", ">=="),
+            ("a <> 1", "<>"),
+        ] {
+            let e = Cut::parse(bad, &t).map(|_| ()).unwrap_err();
+            assert!(
+                e.contains(&format!("'{op}' is not an operator in '{bad}'")),
+                "{bad}: {e}"
+            );
+        }
+        assert!(Cut::parse("a>=-2", &t).unwrap().passes(&t, 1));
         for nan in ["a > nan", "a != NaN", "b == -nan"] {
             let e = Cut::parse(nan, &t).map(|_| ()).unwrap_err();
             assert!(e.contains("is not a number"), "{nan}: {e}");

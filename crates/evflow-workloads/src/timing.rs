@@ -94,14 +94,13 @@ impl Timing {
     /// The work of one call on `ev`: fails if configured to, else spends the
     /// event's time.
     pub fn run(&self, ev: &Event<'_>) -> ModuleResult {
-        if self.fail_on.contains(&ev.id().event) {
-            return Err(evflow_core::ModuleError::msg(format!(
-                "configured failure on event {}",
-                ev.id().event
-            )));
-        }
+        configured_failure(&self.fail_on, ev)?;
         self.spend(ev.index());
         Ok(())
+    }
+    /// Event numbers on which the module fails ([`Timing::with_failures`]).
+    pub fn failures(&self) -> &[u64] {
+        &self.fail_on
     }
     /// Spends the time of event `index`.
     pub fn spend(&self, index: u64) {
@@ -181,4 +180,16 @@ fn busy_iterations(n: u64) -> u64 {
         x ^= x << 17;
     }
     std::hint::black_box(x)
+}
+
+/// The error of a module configured to fail on `ev` (one of `fail_on`):
+/// the same message whichever implementation (host, device) runs it.
+pub fn configured_failure(fail_on: &[u64], ev: &Event<'_>) -> ModuleResult {
+    if fail_on.contains(&ev.id().event) {
+        return Err(evflow_core::ModuleError::msg(format!(
+            "configured failure on event {}",
+            ev.id().event
+        )));
+    }
+    Ok(())
 }

@@ -12,6 +12,30 @@ pub fn evflow(args: &[&str]) -> Output {
         .expect("the evflow binary runs")
 }
 
+/// `evflow` with a watchdog: a run still going after `seconds` is killed
+/// and the test fails (for checks that a run does not wait for a time-out,
+/// whose failure would otherwise hang the test).
+pub fn evflow_within(args: &[&str], seconds: u64) -> Output {
+    let child = Command::new(env!("CARGO_BIN_EXE_evflow"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the evflow binary runs");
+    let id = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(seconds)) {
+        Ok(out) => out.expect("the evflow binary runs"),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &id.to_string()]).status();
+            panic!("evflow {args:?} still ran after {seconds} s");
+        }
+    }
+}
+
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
