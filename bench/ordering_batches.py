@@ -76,17 +76,17 @@ def oracle(d: dict[str, np.ndarray]) -> tuple[tuple[str, ...], float]:
     return best
 
 
-def run(events: int, step: int, seed: int, threads: int, spec, policy: str) -> tuple[float, list[str], float]:
-    proc = ef.Process("batches")
-    proc.source = ef.source.synthetic(events, step_size=step, seed=seed)
-    work = dict.fromkeys(COST, 0)
+def add_cuts(proc: ef.Process, spec, seen) -> None:
+    """The six cuts as filters of a reorderable path ``sel`` of ``proc``,
+    in the written order; every call tells ``seen(name, events)`` and then
+    sleeps the cut's cost for its events."""
     column = {"met": "MET_pt", "ht": "Jet_pt", "nj": "nJet", "nmu": "nMuon"}
 
     def make(name: str):
         var, op, thr = spec[name]
 
         def cut(ev):
-            work[name] += len(ev)
+            seen(name, len(ev))
             time.sleep(COST[name] * len(ev))
             x = ev[column[var]]
             if var == "ht":
@@ -98,6 +98,17 @@ def run(events: int, step: int, seed: int, threads: int, spec, policy: str) -> t
 
     filters = {name: make(name) for name in WRITTEN}
     proc.path("sel", [filters[n] for n in WRITTEN], reorderable=True)
+
+
+def run(events: int, step: int, seed: int, threads: int, spec, policy: str) -> tuple[float, list[str], float]:
+    proc = ef.Process("batches")
+    proc.source = ef.source.synthetic(events, step_size=step, seed=seed)
+    work = dict.fromkeys(COST, 0)
+
+    def seen(name: str, n: int) -> None:
+        work[name] += n
+
+    add_cuts(proc, spec, seen)
     t0 = time.perf_counter()
     r = proc.run(threads=threads, filter_order=policy)
     wall = time.perf_counter() - t0

@@ -27,40 +27,25 @@ import tempfile
 import time
 from pathlib import Path
 
-import awkward as ak
 import numpy as np
 
 import evflow as ef
-from ordering_batches import COST, WRITTEN, apply, columns, cuts, oracle
+from ordering_batches import COST, add_cuts, apply, columns, cuts, oracle
 
 #: the module (its name is shadowed by the function `evflow.distributed.run`)
 dist_run = importlib.import_module("evflow.distributed.run")
-
-COLUMN = {"met": "MET_pt", "ht": "Jet_pt", "nj": "nJet", "nmu": "nMuon"}
 
 
 def analysis(events: int, step: int, seed: int, spec, tally: str) -> ef.Process:
     proc = ef.Process("chunks")
     proc.source = ef.source.synthetic(events, step_size=step, seed=seed)
 
-    def make(name: str):
-        var, op, thr = spec[name]
+    def seen(name: str, n: int) -> None:
+        # One line per call, from whichever worker process runs it.
+        with open(os.path.join(tally, f"{name}.{os.getpid()}"), "a") as f:
+            f.write(f"{n}\n")
 
-        def cut(ev):
-            # One line per call, from whichever worker process runs it.
-            with open(os.path.join(tally, f"{name}.{os.getpid()}"), "a") as f:
-                f.write(f"{len(ev)}\n")
-            time.sleep(COST[name] * len(ev))
-            x = ev[COLUMN[var]]
-            if var == "ht":
-                x = ak.sum(x, axis=1)
-            return apply(op, ak.to_numpy(x), thr)
-
-        cut.__name__ = name
-        return proc.filter(consumes=[COLUMN[var]], label=name)(cut)
-
-    filters = {name: make(name) for name in WRITTEN}
-    proc.path("sel", [filters[n] for n in WRITTEN], reorderable=True)
+    add_cuts(proc, spec, seen)
     return proc
 
 

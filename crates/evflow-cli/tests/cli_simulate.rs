@@ -325,27 +325,11 @@ fn simulate_with_an_emulated_device_reports_the_device_modules() {
     let config = write(
         &dir,
         "job.toml",
-        r#"
-[process]
-events = 400
-events_in_flight = 16
-threads = 2
-
-[[module]]
-label = "clusters"
-type = "producer"
-time = 0.001
-device = { time = 0.0002, bytes_in = 1000, bytes_out = 100 }
-
-[[module]]
-label = "ana"
-type = "analyzer"
-consumes = ["clusters"]
-
-[[end_path]]
-name = "e"
-modules = ["ana"]
-"#,
+        &device_job(
+            400,
+            16,
+            "time = 0.001\ndevice = { time = 0.0002, bytes_in = 1000, bytes_out = 100 }",
+        ),
     );
     let report = dir.join("sim.json");
     let out = evflow(&[

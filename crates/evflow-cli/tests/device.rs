@@ -141,29 +141,13 @@ fn a_serial_or_exclusive_device_module_does_not_wait_for_the_time_out() {
         let config = write(
             &dir,
             "job.toml",
-            &format!(
-                r#"
-[process]
-events = 20
-events_in_flight = 16
-threads = 2
-
-[[module]]
-label = "clusters"
-type = "producer"
-time = 0.0001
-concurrency = {concurrency}
-device = {{ time = 0.0001, bytes_in = 1000, bytes_out = 100 }}
-
-[[module]]
-label = "ana"
-type = "analyzer"
-consumes = ["clusters"]
-
-[[end_path]]
-name = "e"
-modules = ["ana"]
-"#
+            &device_job(
+                20,
+                16,
+                &format!(
+                    "time = 0.0001\nconcurrency = {concurrency}\n\
+                     device = {{ time = 0.0001, bytes_in = 1000, bytes_out = 100 }}"
+                ),
             ),
         );
         let out = evflow_within(
@@ -193,27 +177,12 @@ fn a_device_only_module_reports_no_split() {
     let config = write(
         &dir,
         "job.toml",
-        r#"
-[process]
-events = 40
-events_in_flight = 8
-threads = 2
-
-[[module]]
-label = "clusters"
-type = "producer"
-time = 0.0001
-device = { time = 0.0001, bytes_in = 1000, bytes_out = 100, host = false }
-
-[[module]]
-label = "ana"
-type = "analyzer"
-consumes = ["clusters"]
-
-[[end_path]]
-name = "e"
-modules = ["ana"]
-"#,
+        &device_job(
+            40,
+            8,
+            "time = 0.0001\n\
+             device = { time = 0.0001, bytes_in = 1000, bytes_out = 100, host = false }",
+        ),
     );
     let report = dir.join("r.json");
     for split in ["adaptive", "fixed:30"] {
@@ -248,29 +217,10 @@ fn configured_failures_fail_on_the_device_too() {
     // (neither side could fail them).
     let dir = scratch("device-failures");
     let job = |device: &str| {
-        format!(
-            r#"
-[process]
-events = 100
-events_in_flight = 8
-threads = 2
-
-[[module]]
-label = "clusters"
-type = "producer"
-time = 0.0001
-fail_on_events = [5, 10, 77]
-device = {device}
-
-[[module]]
-label = "ana"
-type = "analyzer"
-consumes = ["clusters"]
-
-[[end_path]]
-name = "e"
-modules = ["ana"]
-"#
+        device_job(
+            100,
+            8,
+            &format!("time = 0.0001\nfail_on_events = [5, 10, 77]\ndevice = {device}"),
         )
     };
     let report = dir.join("r.json");

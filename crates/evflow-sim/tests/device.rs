@@ -1,9 +1,9 @@
 //! The simulator with a device: the emulated device's model on the
 //! simulated clock, with the same combining and split decisions.
 
-use evflow_core::{EmptySource, Process};
+use evflow_core::{EmptySource, ModuleDesc, Process};
 use evflow_device::*;
-use evflow_sim::{SimOptions, simulate};
+use evflow_sim::{SimOptions, Simulation, simulate};
 use evflow_workloads::{self as synthetic, Timing, Work};
 
 const EVENTS: u64 = 3000;
@@ -45,9 +45,18 @@ fn simulated_throughput(
     events: u64,
     ctx: DeviceContext,
 ) -> f64 {
+    let module = synthetic_device(label, spec, &[], &[""], &ctx).unwrap();
+    simulate_module(label, module, events, ctx)
+        .report
+        .throughput_ev_s
+}
+
+/// The simulation of `module` (labelled `label`) and a consumer of its
+/// product, on `CORES` cores with `K` events in flight.
+fn simulate_module(label: &str, module: ModuleDesc, events: u64, ctx: DeviceContext) -> Simulation {
     let mut p = Process::new("sim-device");
     p.set_source(EmptySource::new(events));
-    p.add(synthetic_device(label, spec, &[], &[""], &ctx).unwrap());
+    p.add(module);
     p.add(synthetic::analyzer("use", Timing::zero(), &[label]));
     p.end_path("e", ["use"]);
     let options = SimOptions {
@@ -58,7 +67,7 @@ fn simulated_throughput(
     };
     let sim = simulate(p, &options).unwrap();
     assert_eq!(sim.report.events, events);
-    sim.report.throughput_ev_s
+    sim
 }
 
 #[test]
@@ -208,26 +217,10 @@ fn a_serial_device_module_launches_at_once() {
         bytes_out: 64,
         fail_on_events: vec![],
     };
-    let mut p = Process::new("sim-serial-device");
-    p.set_source(EmptySource::new(20));
-    p.add(
-        synthetic_device("tracks", spec, &[], &[""], &ctx)
-            .unwrap()
-            .concurrency(evflow_core::Concurrency::Serial),
-    );
-    p.add(synthetic::analyzer("use", Timing::zero(), &["tracks"]));
-    p.end_path("e", ["use"]);
-    let sim = simulate(
-        p,
-        &SimOptions {
-            cores: CORES,
-            events_in_flight: K,
-            devices: Some(ctx),
-            ..SimOptions::default()
-        },
-    )
-    .unwrap();
-    assert_eq!(sim.report.events, 20);
+    let tracks = synthetic_device("tracks", spec, &[], &[""], &ctx)
+        .unwrap()
+        .concurrency(evflow_core::Concurrency::Serial);
+    let sim = simulate_module("tracks", tracks, 20, ctx);
     assert!(sim.simulated_s < 1.0, "{} s", sim.simulated_s);
 }
 
@@ -254,21 +247,8 @@ fn the_prediction_reports_each_device_module_as_a_run_does() {
             bytes_out: 100,
             fail_on_events: vec![],
         };
-        let mut p = Process::new("sim-device-report");
-        p.set_source(EmptySource::new(1000));
-        p.add(synthetic_device("tracks", spec, &[], &[""], &ctx).unwrap());
-        p.add(synthetic::analyzer("use", Timing::zero(), &["tracks"]));
-        p.end_path("e", ["use"]);
-        let sim = simulate(
-            p,
-            &SimOptions {
-                cores: CORES,
-                events_in_flight: K,
-                devices: Some(ctx),
-                ..SimOptions::default()
-            },
-        )
-        .unwrap();
+        let tracks = synthetic_device("tracks", spec, &[], &[""], &ctx).unwrap();
+        let sim = simulate_module("tracks", tracks, 1000, ctx);
         let [d] = sim.devices.as_slice() else {
             panic!("{split:?}: {:?}", sim.devices)
         };

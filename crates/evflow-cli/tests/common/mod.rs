@@ -70,3 +70,31 @@ pub fn read_json(path: &Path) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("{} was not written: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
 }
+
+/// A job of `events` events (`in_flight` of them in flight, 2 threads): a
+/// producer `clusters` whose other keys (its `time`, `device` table, ...)
+/// are `producer`, and an analyzer `ana` of its product on an end path.
+pub fn device_job(events: u64, in_flight: u64, producer: &str) -> String {
+    format!(
+        r#"
+[process]
+events = {events}
+events_in_flight = {in_flight}
+threads = 2
+
+[[module]]
+label = "clusters"
+type = "producer"
+{producer}
+
+[[module]]
+label = "ana"
+type = "analyzer"
+consumes = ["clusters"]
+
+[[end_path]]
+name = "e"
+modules = ["ana"]
+"#
+    )
+}
