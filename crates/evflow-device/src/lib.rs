@@ -52,5 +52,5 @@ pub use kernels::{
 pub use offload::{DeviceProducer, Offload, offload};
 pub use prng::{RandomService, RandomStats, stream_value};
 pub use split::{Side, SplitController, SplitMode, SplitPoint, SplitTuning};
-pub use stats::{DEVICE_ONLY, DeviceModuleReport};
+pub use stats::{DEVICE_ONLY, DeviceModuleReport, DeviceModuleStats};
 pub use synthetic::{SyntheticDevice, synthetic_device};

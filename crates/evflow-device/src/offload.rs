@@ -19,7 +19,7 @@ use crate::context::{DeviceContext, DeviceOptions};
 use crate::device::{Device, DeviceError};
 use crate::device::{Kernel, Launch, LaunchOutput};
 use crate::split::{Side, SplitController, SplitMode};
-use crate::stats::{DeviceModuleReport, Stats};
+use crate::stats::{DeviceModuleReport, DeviceModuleStats};
 
 /// A producer with a device implementation (and usually a host one).
 ///
@@ -68,7 +68,7 @@ struct State {
     combiner: Combiner<Item>,
     split: SplitController,
     pending: HashMap<EventId, Pending>,
-    stats: Stats,
+    stats: DeviceModuleStats,
     stop: bool,
     /// How many invocations can wait at once (`None`: no limit), from the
     /// module's concurrency.
@@ -286,7 +286,7 @@ pub fn offload(
             combiner: combiner(&options, None),
             split: split(&options, has_device),
             pending: HashMap::new(),
-            stats: Stats::default(),
+            stats: DeviceModuleStats::default(),
             stop: false,
             at_once: None,
         }),
@@ -339,26 +339,16 @@ fn split(options: &DeviceOptions, has_device: bool) -> SplitController {
 impl Transitions for Offload {
     /// Takes the context's options as they are when the job begins.
     fn begin_job(&self) -> ModuleResult {
-        let shared = &self.shared;
-        let options = *shared.options.lock().unwrap_or_else(|e| e.into_inner());
-        let mut state = lock(&shared.state);
-        if state.combiner.is_empty() {
-            state.combiner = combiner(&options, state.at_once);
-        }
-        state.split = split(&options, shared.device.is_some());
+        let (options, mut state) = self.renew_combiner();
+        state.split = split(&options, self.shared.device.is_some());
         Ok(())
     }
 }
 
 impl Producer for Offload {
     fn set_concurrency(&self, concurrency: &Concurrency) {
-        let shared = &self.shared;
-        let options = *shared.options.lock().unwrap_or_else(|e| e.into_inner());
-        let mut state = lock(&shared.state);
-        state.at_once = events_at_once(concurrency);
-        if state.combiner.is_empty() {
-            state.combiner = combiner(&options, state.at_once);
-        }
+        lock(&self.shared.state).at_once = events_at_once(concurrency);
+        let _ = self.renew_combiner();
     }
 
     fn acquire(&self, event: &Event<'_>, done: Completion) -> ModuleResult {
@@ -435,6 +425,22 @@ impl Producer for Offload {
 }
 
 impl Offload {
+    /// The context's options now, and the state with a combiner built from
+    /// them and the module's concurrency (unless invocations wait in the
+    /// one it has).
+    fn renew_combiner(&self) -> (DeviceOptions, MutexGuard<'_, State>) {
+        let options = *self
+            .shared
+            .options
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let mut state = lock(&self.shared.state);
+        if state.combiner.is_empty() {
+            state.combiner = combiner(&options, state.at_once);
+        }
+        (options, state)
+    }
+
     fn close_window(&self, state: &mut State) {
         let shared = &self.shared;
         if shared.device_only {

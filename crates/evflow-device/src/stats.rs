@@ -5,8 +5,11 @@ use serde::Serialize;
 use crate::device::LaunchTimes;
 use crate::split::{SplitMode, SplitPoint};
 
+/// What one device module did, counted as it runs (a run's offload, or the
+/// simulator's model of it); [`report`](Self::report) makes its
+/// [`DeviceModuleReport`].
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Stats {
+pub struct DeviceModuleStats {
     pub host_calls: u64,
     pub host_s: f64,
     pub device_calls: u64,
@@ -22,7 +25,8 @@ pub(crate) struct Stats {
     pub max_events_per_launch: u64,
 }
 
-impl Stats {
+impl DeviceModuleStats {
+    /// Counts a launch of `events` invocations that moved the bytes given.
     pub fn launch(&mut self, events: usize, bytes_in: usize, bytes_out: usize, t: &LaunchTimes) {
         self.launches += 1;
         self.bytes_in += bytes_in as u64;
@@ -35,6 +39,8 @@ impl Stats {
         self.max_events_per_launch = self.max_events_per_launch.max(events as u64);
     }
 
+    /// The report of module `label`; `mode` is its split (`None`: a
+    /// device-only module, which decides none).
     pub fn report(
         &self,
         label: &str,

@@ -7,8 +7,8 @@ use std::collections::{BinaryHeap, HashMap};
 
 use evflow_core::graph::Graph;
 use evflow_device::{
-    Combiner, DEVICE_ONLY, DeviceContext, DeviceModel, DeviceModuleReport, EmulatedConfig, Side,
-    SplitController,
+    Combiner, DeviceContext, DeviceModel, DeviceModuleReport, DeviceModuleStats, EmulatedConfig,
+    LaunchTimes, Side, SplitController,
 };
 
 use crate::time::Time;
@@ -23,25 +23,7 @@ struct ModuleSim {
     /// Side chosen for the invocation of each event slot.
     side: Vec<Side>,
     /// The figures `evflow run` reports, predicted.
-    stats: Stats,
-}
-
-/// What a module did on the simulated device (as `evflow_device`'s
-/// per-module statistics of a run).
-#[derive(Default)]
-struct Stats {
-    host_calls: u64,
-    host_s: f64,
-    device_calls: u64,
-    launches: u64,
-    max_events_per_launch: u64,
-    bytes_in: u64,
-    bytes_out: u64,
-    queued_s: f64,
-    transfer_in_s: f64,
-    kernel_s: f64,
-    transfer_out_s: f64,
-    launch_total_s: f64,
+    stats: DeviceModuleStats,
 }
 
 enum Pending {
@@ -99,7 +81,7 @@ impl SimDevice {
                     )
                     .with_slots(events_in_flight),
                     side: vec![Side::Host; events_in_flight],
-                    stats: Stats::default(),
+                    stats: DeviceModuleStats::default(),
                     model,
                 })
             })
@@ -228,16 +210,19 @@ impl SimDevice {
             self.free = [e; 3];
             (e, t_in + kernel + t_out)
         };
-        let st = &mut sim.stats;
-        st.launches += 1;
-        st.max_events_per_launch = st.max_events_per_launch.max(items.len() as u64);
-        st.bytes_in += (m.bytes_in * items.len()) as u64;
-        st.bytes_out += (m.bytes_out * items.len()) as u64;
-        st.transfer_in_s += t_in;
-        st.kernel_s += kernel;
-        st.transfer_out_s += t_out;
-        st.launch_total_s += end - now;
-        st.queued_s += (end - now - (t_in + kernel + t_out)).max(0.0);
+        let total = end - now;
+        sim.stats.launch(
+            items.len(),
+            m.bytes_in * items.len(),
+            m.bytes_out * items.len(),
+            &LaunchTimes {
+                queued_s: (total - (t_in + kernel + t_out)).max(0.0),
+                transfer_in_s: t_in,
+                kernel_s: kernel,
+                transfer_out_s: t_out,
+                total_s: total,
+            },
+        );
         self.busy_all += bottleneck;
         self.schedule(
             end,
@@ -252,49 +237,20 @@ impl SimDevice {
 
 impl SimDevice {
     /// The predicted figures of each device module, as `evflow run`
-    /// reports them (`devices`).
+    /// reports them (`devices`); as in a run, a module without a host
+    /// implementation decides no split.
     pub fn reports(&self) -> Vec<DeviceModuleReport> {
         self.modules
             .iter()
             .flatten()
             .map(|m| {
-                let st = &m.stats;
-                let launched = st.launches.max(1) as f64;
-                // As a run: a module without a host implementation decides
-                // no split.
-                let (split, history) = if m.model.has_host {
-                    let split = match m.split.mode() {
-                        evflow_device::SplitMode::Adaptive => "adaptive".into(),
-                        evflow_device::SplitMode::Fixed(p) => format!("fixed:{}", p * 100.0),
-                    };
-                    (split, m.split.history().to_vec())
-                } else {
-                    (DEVICE_ONLY.to_string(), Vec::new())
-                };
-                DeviceModuleReport {
-                    label: m.model.label.clone(),
-                    device: Some(self.name.clone()),
-                    split,
-                    host_calls: st.host_calls,
-                    device_calls: st.device_calls,
-                    launches: st.launches,
-                    failed_launches: 0,
-                    events_per_launch: if st.launches == 0 {
-                        0.0
-                    } else {
-                        st.device_calls as f64 / launched
-                    },
-                    max_events_per_launch: st.max_events_per_launch,
-                    bytes_in: st.bytes_in,
-                    bytes_out: st.bytes_out,
-                    host_s: st.host_s,
-                    queued_s: st.queued_s,
-                    transfer_in_s: st.transfer_in_s,
-                    kernel_s: st.kernel_s,
-                    transfer_out_s: st.transfer_out_s,
-                    mean_launch_s: st.launch_total_s / launched,
-                    split_history: history,
-                }
+                let has_host = m.model.has_host;
+                m.stats.report(
+                    &m.model.label,
+                    Some(self.name.clone()),
+                    has_host.then(|| m.split.mode()),
+                    if has_host { m.split.history() } else { &[] },
+                )
             })
             .collect()
     }

@@ -451,41 +451,25 @@ def run(
                 ch = futures.pop(fut)
                 fut.release()
                 r = _task_exception(r)
-                if (
-                    isinstance(r, BaseException)
-                    and not isinstance(r, ImportError)
-                    and on_error == "skip-chunk"
-                ):
-                    # The task itself failed (its worker died every time it ran it):
-                    # the chunk is skipped like one whose module failed.
-                    skipped_chunks.append(
-                        {
-                            "chunk": ch.index,
-                            "entries": [[p.file, p.start, p.stop] for p in ch.pieces],
-                            "error": str(_task_failure(ch, r)),
-                        }
-                    )
-                    merger.add(ch, None)
-                    dispatch()
-                    done_chunks += 1
-                    if show is not None:
-                        show(done_chunks, done_events)
-                    continue
                 if isinstance(r, ImportError):
                     raise EvflowError(
                         f"a Dask worker cannot import what {ch.describe()} needs ({r}); install evflow "
                         "and the analysis's dependencies in the workers' environment"
                     ) from r
-                if isinstance(r, BaseException):
-                    raise _task_failure(ch, r) from r
-                if "error" in r:
+                # The chunk failed: in the analysis (it returns the error), or
+                # the task itself (its worker died each time it ran it).
+                lost = isinstance(r, BaseException)
+                failure = _task_failure(ch, r) if lost else _chunk_error(r["error"]) if "error" in r else None
+                if failure is not None:
+                    if on_error != "skip-chunk" and lost:
+                        raise failure from r
                     if on_error != "skip-chunk":
-                        raise _chunk_error(r["error"])
+                        raise failure  # its __cause__: the module's own exception
                     skipped_chunks.append(
                         {
                             "chunk": ch.index,
                             "entries": [[p.file, p.start, p.stop] for p in ch.pieces],
-                            "error": str(_chunk_error(r["error"])),
+                            "error": str(failure),
                         }
                     )
                     merger.add(ch, None)

@@ -214,12 +214,7 @@ impl PathStatistics {
     /// [`MAX_EXCHANGED_ORDERS`] orders with the most events kept), and each
     /// step's cost averaged with weights of their measurements.
     pub fn merge(&mut self, other: &PathStatistics) -> Result<(), StatisticsError> {
-        let other = other
-            .for_steps("", &self.steps)
-            .map_err(|e| StatisticsError {
-                path: String::new(),
-                reason: e.reason,
-            })?;
+        let other = other.for_steps("", &self.steps)?;
         self.samples.extend_from_slice(&other.samples);
         if self.samples.len() > MAX_EXCHANGED_SAMPLES {
             self.samples
@@ -235,25 +230,11 @@ impl PathStatistics {
                 None => self.stops.push(s),
             }
         }
-        if self.stops.len() > MAX_EXCHANGED_ORDERS {
-            // Stable: among equals, the orders listed first stay.
-            let mut by_events: Vec<(usize, u64)> = self
-                .stops
-                .iter()
-                .map(|s| s.stops.iter().sum::<u64>())
-                .enumerate()
-                .collect();
-            by_events.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-            let keep: Vec<usize> = by_events[..MAX_EXCHANGED_ORDERS]
-                .iter()
-                .map(|&(i, _)| i)
-                .collect();
-            let mut i = 0;
-            self.stops.retain(|_| {
-                i += 1;
-                keep.contains(&(i - 1))
-            });
-        }
+        // The orders with the most events (stable: among equals, those
+        // listed first).
+        self.stops
+            .sort_by_key(|s| std::cmp::Reverse(s.stops.iter().sum::<u64>()));
+        self.stops.truncate(MAX_EXCHANGED_ORDERS);
         for (mine, theirs) in self.costs.iter_mut().zip(other.costs) {
             *mine = combine_costs(*mine, theirs);
         }

@@ -17,7 +17,6 @@ use super::state::*;
 use super::stats::*;
 use crate::ordering::exchange::{
     OrderingStatistics, PathStatistics, StatisticsError, StepCost, StopCounts, combine_costs,
-    full_mask,
 };
 use crate::ordering::policy::Policy;
 
@@ -66,7 +65,7 @@ impl OrderingPlanner {
             out.insert(
                 d.name.clone(),
                 PathStatistics {
-                    steps: d.steps.iter().map(|&m| self.labels[m].clone()).collect(),
+                    steps: self.step_labels(d),
                     samples,
                     stops,
                     costs: own_costs
@@ -115,8 +114,7 @@ impl OrderingPlanner {
             if d.policy != Policy::Adaptive {
                 continue;
             }
-            let labels: Vec<String> = d.steps.iter().map(|&m| self.labels[m].clone()).collect();
-            ready.push((d, ps.for_steps(name, &labels)?));
+            ready.push((d, ps.for_steps(name, &self.step_labels(d))?));
         }
         let mut names = Vec::new();
         for (d, ps) in ready {
@@ -127,17 +125,13 @@ impl OrderingPlanner {
     }
 
     fn import_path(&self, d: &Dyn, ps: &PathStatistics) {
-        let full = full_mask(d.steps.len());
-        let window = self.tuning.window.max(1);
-        let skip = ps.samples.len().saturating_sub(window);
+        // Validated: no bit beyond the steps, none passed that did not run.
+        let skip = ps.samples.len().saturating_sub(self.tuning.window.max(1));
         let imported = Imported {
             samples: ps.samples[skip..]
                 .iter()
-                .map(|&(known, pass)| Sample {
-                    known: known & full,
-                    pass: pass & known & full,
-                })
-                .filter(|s| s.known != 0)
+                .filter(|&&(known, _)| known != 0)
+                .map(|&(known, pass)| Sample { known, pass })
                 .collect(),
             epochs: ps
                 .stops
@@ -161,6 +155,11 @@ impl OrderingPlanner {
             self.decide_adaptive(d, &mut st, n_obs);
             d.next_check.store(st.next_decision.max(n_obs + 1), Relaxed);
         }
+    }
+
+    /// The labels of the path's steps, in its written order.
+    fn step_labels(&self, d: &Dyn) -> Vec<String> {
+        d.steps.iter().map(|&m| self.labels[m].clone()).collect()
     }
 
     /// The samples and the orders' stop counts a decision uses: the
