@@ -340,7 +340,7 @@ impl Transitions for Offload {
     /// Takes the context's options as they are when the job begins.
     fn begin_job(&self) -> ModuleResult {
         let (options, mut state) = self.renew_combiner();
-        state.split = split(&options, self.shared.device.is_some());
+        state.split = split(&options, self.shared.device.is_some()).started_at(self.shared.now());
         Ok(())
     }
 }

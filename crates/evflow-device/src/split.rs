@@ -119,6 +119,14 @@ pub struct SplitTuning {
     /// lost × its time) divided by this, so a probe off a cliff (one that
     /// halves the throughput) waits the longest at once.
     pub probe_cost: f64,
+    /// Launches the device must land before the opening measures anything:
+    /// its first launches pay its set-up (buffers allocated and grown,
+    /// kernels loaded) while the job's event slots fill, which is not the
+    /// throughput of any split.
+    pub warm_launches: u64,
+    /// Longest wait for those launches, seconds (a device that lands
+    /// nothing in this time is measured as it is).
+    pub warm_max_s: f64,
 }
 
 impl Default for SplitTuning {
@@ -135,6 +143,8 @@ impl Default for SplitTuning {
             probe_wait_s: 0.02,
             max_probe_wait_s: 1.0,
             probe_cost: 0.01,
+            warm_launches: 4,
+            warm_max_s: 0.25,
         }
     }
 }
@@ -287,6 +297,10 @@ pub struct SplitController {
     opening: bool,
     /// The model's proposals are not tried before this time.
     model_after: f64,
+    /// Launches landed since the start.
+    launches_landed: u64,
+    /// When the job started, seconds ([`Self::started_at`]).
+    start: f64,
 }
 
 impl SplitController {
@@ -329,7 +343,23 @@ impl SplitController {
             device_landed: 0,
             opening: true,
             model_after: 0.0,
+            launches_landed: 0,
+            start: 0.0,
         }
+    }
+
+    /// The job starts at `now` (on the caller's clock): the first window
+    /// opens then, not when the controller was made (a module is built
+    /// before its job, and idle time before the job is no measurement).
+    pub fn started_at(mut self, now: f64) -> Self {
+        self.window.start = now;
+        self.start = now;
+        self.next_probe = now;
+        self.model_after = now;
+        if let [first] = self.history.as_mut_slice() {
+            first.t_s = now;
+        }
+        self
     }
 
     /// The job has `events_in_flight` event slots. Until the device's first
@@ -399,6 +429,7 @@ impl SplitController {
     pub fn record_device(&mut self, events: usize, bottleneck_s: f64) {
         self.window.device_events += events as u64;
         self.device_landed += events as u64;
+        self.launches_landed += 1;
         self.window.device_own_s += bottleneck_s;
         self.batch += 0.1 * (events as f64 - self.batch);
     }
@@ -483,6 +514,12 @@ impl SplitController {
             }
             return;
         }
+        if self.warming(now) {
+            // Nothing of the start is measured; the window after it
+            // settles too (the first launches' backlog drains).
+            self.settle = t.settle_windows;
+            return;
+        }
         if self.settle > 0 {
             self.settle -= 1;
             return;
@@ -497,6 +534,18 @@ impl SplitController {
         if now >= self.next_probe {
             self.challenge(now);
         }
+    }
+
+    /// Before the opening: the device was sent invocations but has landed
+    /// fewer than `warm_launches` launches, within `warm_max_s` of the start.
+    fn warming(&self, now: f64) -> bool {
+        let t = self.tuning;
+        self.opening
+            && self.trial.is_none()
+            && self.incumbent_rate.is_none()
+            && self.device_routed > 0
+            && self.launches_landed < t.warm_launches
+            && now - self.start < t.warm_max_s
     }
 
     /// The throughput of the kept split: the smoothed windows', or less
@@ -943,6 +992,53 @@ mod tests {
         let rate = (clock.events - start) / 1.0;
         assert!(rate > 0.97 * 60_000.0, "{rate} {:?}", c.history());
         assert_eq!(c.kept_fraction(), 0.0);
+    }
+
+    /// The host-wins plant above, whose device lands nothing for its first
+    /// 50 ms (buffers allocated, kernels loaded: a GPU's first launches)
+    /// while the job crawls at 2 000 ev/s with events waiting on it, as
+    /// measured on an H200; then the backlog lands. Returns the kept split
+    /// after `seconds` more of the plant.
+    fn after_a_slow_start(tuning: SplitTuning, seconds: f64) -> (f64, SplitController) {
+        let plant = Plant::new(
+            60_000.0,
+            |p: f64| 1.0 / ((1.0 - p) / 60_000.0 + p / 10_000.0),
+            |_| 10_000.0,
+        );
+        let mut c = SplitController::new(SplitMode::Adaptive, THREADS, tuning).started_at(0.0);
+        let mut clock = Clock::default();
+        let mut waiting = 0;
+        for _ in 0..5 {
+            for _ in 0..20 {
+                match c.route() {
+                    Side::Host => c.record_host(plant.host_call_s),
+                    Side::Device => waiting += 1,
+                }
+            }
+            clock.t += WINDOW;
+            c.update(clock.t, clock.busy);
+        }
+        while waiting > 0 {
+            let batch = waiting.min(8);
+            c.record_device(batch, batch as f64 / 10_000.0);
+            waiting -= batch;
+        }
+        drive(&mut c, &plant, seconds, &mut clock);
+        (c.kept_fraction(), c)
+    }
+
+    #[test]
+    fn the_opening_waits_for_the_devices_first_launches() {
+        let (kept, c) = after_a_slow_start(SplitTuning::default(), 0.3);
+        assert_eq!(kept, 0.0, "{:?}", c.history());
+        // Measuring the start instead sends the opening the wrong way: the
+        // crawl looks like the start's split, and any later window wins.
+        let no_wait = SplitTuning {
+            warm_launches: 0,
+            ..SplitTuning::default()
+        };
+        let (kept, c) = after_a_slow_start(no_wait, 0.3);
+        assert!(kept > 0.0, "{:?}", c.history());
     }
 
     #[test]
