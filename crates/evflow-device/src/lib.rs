@@ -50,7 +50,7 @@ pub use kernels::{
     output_digest, stencil,
 };
 pub use offload::{DeviceProducer, Offload, offload};
-pub use prng::{RandomService, RandomStats, stream_value};
+pub use prng::{RandomService, RandomStats, StreamFill, stream_value};
 pub use split::{Side, SplitController, SplitMode, SplitPoint, SplitTuning};
 pub use stats::{DEVICE_ONLY, DeviceModuleReport, DeviceModuleStats};
 pub use synthetic::{SyntheticDevice, synthetic_device};

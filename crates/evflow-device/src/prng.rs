@@ -17,28 +17,111 @@ pub fn stream_value(seed: u64, index: u64) -> u64 {
     mix(seed.wrapping_add(index.wrapping_mul(0x9E37_79B9_7F4A_7C15)))
 }
 
-struct FillKernel {
-    seed: u64,
+/// The device code of the stream: fills invocation `i`'s output with
+/// consecutive numbers of the stream, from the position and seed in its
+/// input (two little-endian words: `base`, `seed`). One GPU thread per
+/// number; the Rust code ([`Kernel::run`]) is the same function.
+///
+/// ```
+/// use evflow_device::{Kernel, StreamFill, stream_value};
+///
+/// let fill = StreamFill::new(4);
+/// let input = [5u64.to_le_bytes(), 42u64.to_le_bytes()].concat();
+/// let mut output = vec![0u8; 32];
+/// fill.run(&input, &[0, 16], &mut output, &[0, 32]).unwrap();
+/// let numbers: Vec<u64> =
+///     output.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+/// assert_eq!(numbers, (5..9).map(|i| stream_value(42, i)).collect::<Vec<_>>());
+/// ```
+pub struct StreamFill {
+    numbers: usize,
 }
 
-impl Kernel for FillKernel {
+impl StreamFill {
+    /// A fill of (at most) `numbers` numbers per invocation.
+    pub fn new(numbers: usize) -> Self {
+        Self {
+            numbers: numbers.max(1),
+        }
+    }
+
+    /// The input of one invocation: numbers from position `base` of the
+    /// stream of `seed`.
+    pub fn input(base: u64, seed: u64) -> Vec<u8> {
+        [base.to_le_bytes(), seed.to_le_bytes()].concat()
+    }
+}
+
+impl Kernel for StreamFill {
     fn name(&self) -> &str {
         "prng_fill"
     }
-    fn run(&self, input: &[u8], _: &[usize], output: &mut [u8], _: &[usize]) -> Result<(), String> {
-        let base = u64::from_le_bytes(
-            input
-                .get(..8)
-                .ok_or("no base")?
-                .try_into()
-                .unwrap_or([0; 8]),
-        );
-        for (i, out) in output.chunks_exact_mut(8).enumerate() {
-            out.copy_from_slice(&stream_value(self.seed, base + i as u64).to_le_bytes());
+    fn source(&self) -> Option<&str> {
+        Some(STREAM_FILL_CUDA)
+    }
+    /// Numbers per invocation (the lanes of the CUDA entry point).
+    fn param(&self) -> u64 {
+        self.numbers as u64
+    }
+    fn threads_per_invocation(&self) -> u32 {
+        u32::try_from(self.numbers).unwrap_or(u32::MAX)
+    }
+    fn run(
+        &self,
+        input: &[u8],
+        ins: &[usize],
+        output: &mut [u8],
+        outs: &[usize],
+    ) -> Result<(), String> {
+        for i in 0..ins.len().saturating_sub(1) {
+            let item = input
+                .get(ins[i]..ins[i + 1])
+                .ok_or_else(|| format!("invocation {i}: offsets out of the input"))?;
+            let word = |k: usize| {
+                item.get(k * 8..k * 8 + 8)
+                    .and_then(|b| b.try_into().ok())
+                    .map(u64::from_le_bytes)
+                    .ok_or_else(|| {
+                        format!(
+                            "invocation {i}: input of {} bytes, expected 16 (base, seed)",
+                            item.len()
+                        )
+                    })
+            };
+            let (base, seed) = (word(0)?, word(1)?);
+            let out = output
+                .get_mut(outs[i]..outs[i + 1])
+                .ok_or_else(|| format!("invocation {i}: offsets out of the output"))?;
+            for (k, number) in out.chunks_exact_mut(8).enumerate() {
+                number.copy_from_slice(
+                    &stream_value(seed, base.wrapping_add(k as u64)).to_le_bytes(),
+                );
+            }
         }
         Ok(())
     }
 }
+
+/// [`StreamFill`] for NVRTC: thread `lane` of invocation `e` writes number
+/// `base + lane` (SplitMix64, as [`stream_value`]).
+const STREAM_FILL_CUDA: &str = r#"
+__device__ unsigned long long mix(unsigned long long z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+extern "C" __global__ void evflow_kernel(const unsigned char* in, const unsigned long long* ins,
+                                         unsigned char* out, const unsigned long long* outs,
+                                         unsigned long long n, unsigned long long size) {
+    unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned long long e = tid / size, lane = tid % size;
+    if (e >= n || lane >= (outs[e + 1] - outs[e]) / 8) return;
+    const unsigned long long* words = (const unsigned long long*)(in + ins[e]);
+    unsigned long long base = words[0], seed = words[1];
+    ((unsigned long long*)(out + outs[e]))[lane] = mix(seed + (base + lane) * 0x9E3779B97F4A7C15ull);
+}
+"#;
 
 /// Figures of a [`RandomService`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -53,7 +136,16 @@ pub struct RandomStats {
 
 struct Block {
     index: u64,
-    data: Vec<u64>,
+    /// Shared, so that draws copy from it outside the service's lock.
+    data: Arc<[u64]>,
+}
+
+/// Part of one draw: numbers `start..start + len` of the stream, copied
+/// from a device block (`Some((block, offset))`) or computed by the host.
+struct Piece {
+    start: u64,
+    len: usize,
+    from: Option<(Arc<[u64]>, usize)>,
 }
 
 struct State {
@@ -74,6 +166,8 @@ struct Inner {
     cost_per_number_s: f64,
     device: Option<Arc<dyn Device>>,
     kernel: Arc<dyn Kernel>,
+    /// Why the device could not take the kernel (the host computes every number).
+    device_error: Option<String>,
     state: Mutex<State>,
 }
 
@@ -108,13 +202,23 @@ impl RandomService {
         device: Option<Arc<dyn Device>>,
         cost_per_number_s: f64,
     ) -> Self {
+        let block = block.max(1);
+        let kernel: Arc<dyn Kernel> = Arc::new(StreamFill::new(block));
+        // A device that cannot take the kernel (no CUDA source compiled,
+        // say) leaves every number to the host: the same stream.
+        let device_error = device
+            .as_ref()
+            .and_then(|d| d.prepare(kernel.as_ref()).err())
+            .map(|e| e.to_string());
+        let device = device.filter(|_| device_error.is_none());
         let service = Self {
             inner: Arc::new(Inner {
                 seed,
-                block: block.max(1),
+                block,
                 cost_per_number_s,
                 device,
-                kernel: Arc::new(FillKernel { seed }),
+                kernel,
+                device_error,
                 state: Mutex::new(State {
                     cursor: 0,
                     current: None,
@@ -149,8 +253,8 @@ impl RandomService {
         let launch = Launch {
             module: "random".into(),
             kernel: self.inner.kernel.clone(),
-            input: base.to_le_bytes().to_vec(),
-            in_offsets: vec![0, 8],
+            input: StreamFill::input(base, self.inner.seed),
+            in_offsets: vec![0, 16],
             out_offsets: vec![0, block * 8],
             work_s: self.inner.cost_per_number_s * block as f64,
         };
@@ -158,14 +262,16 @@ impl RandomService {
         device.submit(
             launch,
             Box::new(move |result| {
-                let mut state = me.lock();
-                state.filling = None;
-                if let Ok(out) = result {
-                    let data = out
-                        .output
+                // Decoded before the lock is taken: draws wait for no copy.
+                let data: Option<Arc<[u64]>> = result.ok().map(|out| {
+                    out.output
                         .chunks_exact(8)
                         .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
-                        .collect();
+                        .collect()
+                });
+                let mut state = me.lock();
+                state.filling = None;
+                if let Some(data) = data {
                     state.stats.fills += 1;
                     state.next = Some(Block { index, data });
                 }
@@ -174,11 +280,32 @@ impl RandomService {
         );
     }
 
-    /// Appends the next `n` numbers of the stream to `out`.
+    /// Appends the next `n` numbers of the stream to `out`. Which numbers
+    /// are this draw's, and where each comes from, is decided under the
+    /// service's lock; copying them from the device's block or computing
+    /// them on the host is done outside it, so that many threads draw at
+    /// once.
     pub fn draw(&self, n: usize, out: &mut Vec<u64>) {
+        let pieces = self.reserve(n as u64);
+        out.reserve(n);
+        let seed = self.inner.seed;
+        for piece in pieces {
+            match piece.from {
+                Some((data, at)) => out.extend_from_slice(&data[at..at + piece.len]),
+                None => out.extend(
+                    (piece.start..piece.start + piece.len as u64).map(|i| stream_value(seed, i)),
+                ),
+            }
+        }
+    }
+
+    /// Takes the next `n` positions of the stream and says where each run
+    /// of them comes from (and asks the device for the blocks ahead).
+    fn reserve(&self, n: u64) -> Vec<Piece> {
         let block = self.inner.block as u64;
+        let mut pieces = Vec::new();
         let mut state = self.lock();
-        let mut left = n as u64;
+        let mut left = n;
         while left > 0 {
             let index = state.cursor / block;
             // Move to the device's block when the cursor reaches it.
@@ -190,17 +317,17 @@ impl RandomService {
             }
             let offset = state.cursor % block;
             let take = left.min(block - offset);
-            match &state.current {
-                Some(b) if b.index == index => {
-                    let at = offset as usize;
-                    out.extend_from_slice(&b.data[at..at + take as usize]);
+            let device_block = (state.current.as_ref())
+                .filter(|b| b.index == index)
+                .map(|b| b.data.clone());
+            let from = match device_block {
+                Some(data) => {
                     state.stats.from_device += take;
+                    Some((data, offset as usize))
                 }
-                _ => {
+                None => {
                     // The device block is not there (late or no device): the
                     // host computes the same numbers.
-                    let seed = self.inner.seed;
-                    out.extend((state.cursor..state.cursor + take).map(|i| stream_value(seed, i)));
                     state.stats.from_host += take;
                     if state.next.as_ref().is_some_and(|b| b.index <= index) {
                         state.next = None; // passed by: of no use any more
@@ -210,11 +337,24 @@ impl RandomService {
                     if state.next.is_none() {
                         self.fill(&mut state, index + 2);
                     }
+                    None
                 }
-            }
+            };
+            pieces.push(Piece {
+                start: state.cursor,
+                len: take as usize,
+                from,
+            });
             state.cursor += take;
             left -= take;
         }
+        pieces
+    }
+
+    /// Why the device given to [`RandomService::new`] is not used, if it
+    /// could not take the fill kernel (the host then computes every number).
+    pub fn device_error(&self) -> Option<&str> {
+        self.inner.device_error.as_deref()
     }
 
     pub fn stats(&self) -> RandomStats {

@@ -239,3 +239,86 @@ fn cuda_one_stream_gives_the_same_bytes() {
         assert_eq!(device_bytes(&device, launch).unwrap().output, expected);
     }
 }
+
+/// Three fills of the random-number stream in one launch, of different
+/// lengths and seeds (the last wrapping past the end of the stream and not
+/// filling its block of GPU threads), and the host's bytes of them.
+fn random_fill_batch() -> (Launch, Vec<u8>) {
+    let fills = [
+        (0u64, 7u64, 1000usize),
+        (123_456_789, 42, 1),
+        (u64::MAX - 3, 9, 999),
+    ];
+    let input: Vec<u8> = fills
+        .iter()
+        .flat_map(|&(base, seed, _)| StreamFill::input(base, seed))
+        .collect();
+    let mut out_offsets = vec![0];
+    for &(_, _, n) in &fills {
+        out_offsets.push(out_offsets.last().unwrap() + 8 * n);
+    }
+    let expected: Vec<u8> = fills
+        .iter()
+        .flat_map(|&(base, seed, n)| {
+            (0..n as u64).flat_map(move |k| stream_value(seed, base.wrapping_add(k)).to_le_bytes())
+        })
+        .collect();
+    let launch = Launch {
+        module: "random".into(),
+        kernel: Arc::new(StreamFill::new(1000)),
+        input,
+        in_offsets: vec![0, 16, 32, 48],
+        out_offsets,
+        work_s: 0.0,
+    };
+    (launch, expected)
+}
+
+#[test]
+fn the_emulated_device_fills_the_random_stream() {
+    let (launch, expected) = random_fill_batch();
+    let device = EmulatedDevice::new(EmulatedConfig::default());
+    assert_eq!(device_bytes(&device, launch).unwrap().output, expected);
+}
+
+/// On a machine with a GPU: the random-number stream's CUDA kernel gives
+/// exactly the host's numbers, and the double-buffered service on the GPU
+/// draws the host's stream.
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_random_stream_is_the_hosts() {
+    let Some(device) = cuda(2) else { return };
+    let (launch, expected) = random_fill_batch();
+    assert_eq!(device_bytes(&device, launch).unwrap().output, expected);
+
+    let service = RandomService::new(5, 1 << 16, Some(Arc::new(device)), 0.0);
+    assert_eq!(service.device_error(), None);
+    // Before each round, wait (bounded) until the device has filled the
+    // half ahead: a condition, not a guess about timing. Each round then
+    // draws that block from the device.
+    let (mut numbers, mut position) = (Vec::new(), 0u64);
+    for round in 1..=5u64 {
+        let t0 = std::time::Instant::now();
+        while service.stats().fills < round {
+            assert!(
+                t0.elapsed().as_secs() < 10,
+                "the GPU never filled block {round}"
+            );
+            std::thread::yield_now();
+        }
+        let before = service.stats().from_device;
+        numbers.clear();
+        service.draw(1 << 16, &mut numbers);
+        assert_eq!(
+            service.stats().from_device - before,
+            1 << 16,
+            "round {round}"
+        );
+        for &x in &numbers {
+            assert_eq!(x, stream_value(5, position), "number {position}");
+            position += 1;
+        }
+    }
+    let stats = service.stats();
+    assert_eq!(stats.from_device + stats.from_host, position);
+}
