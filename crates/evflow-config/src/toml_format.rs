@@ -836,26 +836,79 @@ fn section_at(text: &str, offset: usize) -> Option<&str> {
     lines_back(text, offset).find_map(header_name)
 }
 
-/// The key of the `key = value` line that byte `offset` belongs to (the
-/// value may span several lines).
+/// The key of the `key = value` line that byte `offset` belongs to: the
+/// key of its own line, or of an earlier line whose value is still open
+/// there (a multi-line array, inline table or string). A line without a
+/// key after a complete `key = value` line belongs to no key: its error
+/// is not that key's.
 fn key_at(text: &str, offset: usize) -> Option<&str> {
+    let offset = offset.min(text.len());
+    let mut own_line = true;
     for line in lines_back(text, offset) {
         if header_name(line).is_some() {
             return None;
         }
         let trimmed = line.trim_start();
-        if let Some((key, _)) = trimmed.split_once('=') {
+        if let Some((key, value)) = trimmed.split_once('=') {
             let key = key.trim();
             let mut chars = key.chars();
             let first = chars.next();
             if first.is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
                 && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
             {
-                return Some(key);
+                // `value` is a slice of `text`: where it starts there.
+                let start = value.as_ptr() as usize - text.as_ptr() as usize;
+                let open = own_line || text.get(start..offset).is_some_and(value_is_open);
+                return open.then_some(key);
             }
         }
+        own_line = false;
     }
     None
+}
+
+/// Whether the TOML value text `value` is still open at its end: an array
+/// or inline table not closed, or a multi-line string not ended. Brackets
+/// inside strings and comments do not count. (The delimiters are ASCII,
+/// which no byte of a multi-byte UTF-8 character is, so bytes are scanned.)
+fn value_is_open(value: &str) -> bool {
+    const QUOTES: [&[u8]; 4] = [b"\"\"\"", b"'''", b"\"", b"'"];
+    let b = value.as_bytes();
+    let (mut depth, mut i) = (0i64, 0usize);
+    while i < b.len() {
+        if let Some(quote) = QUOTES.into_iter().find(|q| b[i..].starts_with(q)) {
+            let mut j = i + quote.len();
+            loop {
+                match b.get(j) {
+                    // Still inside a multi-line string at the end.
+                    None => return quote.len() == 3,
+                    Some(b'\\') if quote[0] == b'"' => j += 2,
+                    // A one-line string ends with its line (an error of its own).
+                    Some(b'\n') if quote.len() == 1 => break,
+                    Some(_) if b[j..].starts_with(quote) => {
+                        j += quote.len();
+                        break;
+                    }
+                    Some(_) => j += 1,
+                }
+            }
+            i = j;
+            continue;
+        }
+        match b[i] {
+            b'[' | b'{' => depth += 1,
+            b']' | b'}' => depth -= 1,
+            b'#' => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    depth > 0
 }
 
 /// A table file named in a configuration: relative to the directory of the

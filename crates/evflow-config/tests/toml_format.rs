@@ -783,3 +783,23 @@ fn a_byte_order_mark_is_read_past() {
         assert_eq!(loaded.events, 3, "{name}");
     }
 }
+
+/// A syntax error on a line without a key of its own is not blamed on the
+/// key of the line before; inside a value left open on an earlier line
+/// (a multi-line array) it is that key's.
+#[test]
+fn syntax_errors_name_only_the_key_they_are_in() {
+    for text in [
+        "[process]\nname = \"demo\"\n\"threads\n",
+        "[process]\nname = \"demo\" # a [comment\n'threads\n",
+        "[process]\nname = \"\"\"a\nb\"\"\"\nthreads 4\n",
+    ] {
+        let e = error(text);
+        assert!(e.starts_with("demo.toml:"), "{e}");
+        assert!(!e.contains("name"), "{text:?} -> {e}");
+    }
+    let e = error(&with_module(
+        "label = \"b\"\ntype = \"producer\"\ntimes = [\n  0.1,\n  0.2x,\n]",
+    ));
+    assert!(e.contains("times: "), "{e}");
+}
