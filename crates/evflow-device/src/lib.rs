@@ -24,6 +24,21 @@
 //!
 //! See `docs/accelerators.md` for the model and the measurements.
 
+/// SplitMix64's finaliser (`evflow_core::hash::mix`) in CUDA C, for the
+/// sources of kernels that hash (`concat!(mix_cuda!(), ...)`).
+macro_rules! mix_cuda {
+    () => {
+        r#"
+__device__ unsigned long long mix(unsigned long long z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+"#
+    };
+}
+
 mod combine;
 mod context;
 #[cfg(feature = "cuda")]

@@ -104,14 +104,9 @@ impl Kernel for StreamFill {
 
 /// [`StreamFill`] for NVRTC: thread `lane` of invocation `e` writes number
 /// `base + lane` (SplitMix64, as [`stream_value`]).
-const STREAM_FILL_CUDA: &str = r#"
-__device__ unsigned long long mix(unsigned long long z) {
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-extern "C" __global__ void evflow_kernel(const unsigned char* in, const unsigned long long* ins,
+const STREAM_FILL_CUDA: &str = concat!(
+    mix_cuda!(),
+    r#"extern "C" __global__ void evflow_kernel(const unsigned char* in, const unsigned long long* ins,
                                          unsigned char* out, const unsigned long long* outs,
                                          unsigned long long n, unsigned long long size) {
     unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -121,7 +116,8 @@ extern "C" __global__ void evflow_kernel(const unsigned char* in, const unsigned
     unsigned long long base = words[0], seed = words[1];
     ((unsigned long long*)(out + outs[e]))[lane] = mix(seed + (base + lane) * 0x9E3779B97F4A7C15ull);
 }
-"#;
+"#
+);
 
 /// Figures of a [`RandomService`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

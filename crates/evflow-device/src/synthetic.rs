@@ -116,14 +116,9 @@ impl Kernel for SyntheticKernel {
 }
 
 /// The same kernel for a GPU backend (NVRTC): one thread per invocation.
-const SYNTHETIC_CUDA: &str = r#"
-__device__ unsigned long long mix(unsigned long long z) {
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-// Little-endian word at any alignment.
+const SYNTHETIC_CUDA: &str = concat!(
+    mix_cuda!(),
+    r#"// Little-endian word at any alignment.
 __device__ unsigned long long word(const unsigned char* p) {
     unsigned long long w = 0;
     for (int b = 7; b >= 0; --b) w = (w << 8) | p[b];
@@ -137,7 +132,8 @@ extern "C" __global__ void evflow_kernel(const unsigned char* in, const unsigned
     unsigned long long value = mix(word(in + ins[i]) ^ key) + word(in + ins[i] + 8);
     for (int b = 0; b < 8; ++b) out[outs[i] + b] = (unsigned char)(value >> (8 * b));
 }
-"#;
+"#
+);
 
 fn word(bytes: &[u8], i: usize) -> Option<u64> {
     let b = bytes.get(i * 8..i * 8 + 8)?;

@@ -1,4 +1,5 @@
-//! The CUDA sources of the compute kernels, compiled as C++ for the host
+//! The CUDA sources of the compute kernels and of the random stream's
+//! fill, compiled as C++ for the host
 //! (the ABI's thread indices emulated by loops, one "thread" at a time, no
 //! FMA contraction: `-ffp-contract=off`, as NVRTC's `--fmad=false`), give
 //! exactly the Rust twins' bytes. This checks the CUDA code's indexing and
@@ -8,7 +9,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use evflow_device::{ComputeKernel, ComputeKind, Kernel, generate};
+use evflow_device::{ComputeKernel, ComputeKind, Kernel, StreamFill, generate};
 
 /// Runs `evflow_kernel` over every block and thread of a launch.
 const HARNESS: &str = r#"
@@ -19,6 +20,7 @@ const HARNESS: &str = r#"
 struct Dim { unsigned long long x; };
 static Dim blockIdx, blockDim, threadIdx;
 #define __global__
+#define __device__
 #include "kernel.cu"
 static std::vector<unsigned char> slurp(const char* path) {
     std::vector<unsigned char> bytes;
@@ -47,11 +49,13 @@ int main(int argc, char** argv) {
 }
 "#;
 
-fn compiled(dir: &Path, kind: ComputeKind) -> Option<std::path::PathBuf> {
-    let source = ComputeKernel::new(kind, 1).source().unwrap().to_string();
+/// The harness around `kernel`'s CUDA source, built as `harness-NAME`, or
+/// `None` (the test is skipped, and says so) without a C++ compiler.
+fn compiled(dir: &Path, name: &str, kernel: &dyn Kernel) -> Option<std::path::PathBuf> {
+    let source = kernel.source().unwrap().to_string();
     std::fs::write(dir.join("kernel.cu"), source).unwrap();
     std::fs::write(dir.join("harness.cpp"), HARNESS).unwrap();
-    let exe = dir.join(format!("harness-{}", kind.name()));
+    let exe = dir.join(format!("harness-{name}"));
     let status = Command::new("c++")
         .args(["-O2", "-ffp-contract=off", "-fno-fast-math", "-o"])
         .arg(&exe)
@@ -59,15 +63,31 @@ fn compiled(dir: &Path, kind: ComputeKind) -> Option<std::path::PathBuf> {
         .status();
     match status {
         Ok(s) if s.success() => Some(exe),
-        Ok(s) => panic!(
-            "the CUDA source of {} does not compile as C++: {s}",
-            kind.name()
-        ),
+        Ok(s) => panic!("the CUDA source of {name} does not compile as C++: {s}"),
         Err(e) => {
             eprintln!("skipped: no C++ compiler ({e})");
             None
         }
     }
+}
+
+/// Runs the harness `exe` over `items` invocations of `input` (each
+/// `bytes_in` long, `size` GPU threads each) and returns the output.
+fn run_harness(
+    dir: &Path,
+    exe: &Path,
+    (size, items, bytes_in, bytes_out): (usize, usize, usize, usize),
+    input: &[u8],
+) -> Vec<u8> {
+    std::fs::write(dir.join("in.bin"), input).unwrap();
+    let status = Command::new(exe)
+        .args([size, items, bytes_in, bytes_out].map(|v| v.to_string()))
+        .arg(dir.join("in.bin"))
+        .arg(dir.join("out.bin"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::read(dir.join("out.bin")).unwrap()
 }
 
 #[test]
@@ -79,7 +99,7 @@ fn cuda_sources_compute_the_twins_bytes() {
         (ComputeKind::Nbody, &[(1, 3), (70, 4), (300, 2)][..]),
     ];
     for (kind, sizes) in cases {
-        let Some(exe) = compiled(&dir, kind) else {
+        let Some(exe) = compiled(&dir, kind.name(), &ComputeKernel::new(kind, 1)) else {
             return;
         };
         for &(size, items) in sizes {
@@ -93,20 +113,42 @@ fn cuda_sources_compute_the_twins_bytes() {
             let outs: Vec<usize> = (0..=items).map(|i| i * bout).collect();
             let mut expected = vec![0u8; items * bout];
             kernel.run(&input, &ins, &mut expected, &outs).unwrap();
-            std::fs::write(dir.join("in.bin"), &input).unwrap();
-            let status = Command::new(&exe)
-                .args([size, items, bin, bout].map(|v| v.to_string()))
-                .arg(dir.join("in.bin"))
-                .arg(dir.join("out.bin"))
-                .status()
-                .unwrap();
-            assert!(status.success());
-            let got = std::fs::read(dir.join("out.bin")).unwrap();
+            let got = run_harness(&dir, &exe, (size, items, bin, bout), &input);
             assert!(
                 got == expected,
                 "{kind:?} size {size}: the C++ run of the CUDA source differs"
             );
         }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_random_streams_cuda_source_computes_the_hosts_numbers() {
+    let dir = std::env::temp_dir().join(format!("evflow-cuda-prng-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let Some(exe) = compiled(&dir, "prng_fill", &StreamFill::new(1)) else {
+        return;
+    };
+    // Fills of 1, 300 and 1000 numbers (not whole blocks of 256 threads),
+    // one starting near the end of the stream (positions wrap).
+    for (numbers, starts) in [
+        (1usize, &[(0u64, 1u64)][..]),
+        (300, &[(5, 42), (u64::MAX - 10, 7)][..]),
+        (1000, &[(1 << 40, 3), (12345, 3), (0, 9)][..]),
+    ] {
+        let fill = StreamFill::new(numbers);
+        let input: Vec<u8> = starts
+            .iter()
+            .flat_map(|&(base, seed)| StreamFill::input(base, seed))
+            .collect();
+        let items = starts.len();
+        let ins: Vec<usize> = (0..=items).map(|i| i * 16).collect();
+        let outs: Vec<usize> = (0..=items).map(|i| i * 8 * numbers).collect();
+        let mut expected = vec![0u8; items * 8 * numbers];
+        fill.run(&input, &ins, &mut expected, &outs).unwrap();
+        let got = run_harness(&dir, &exe, (numbers, items, 16, 8 * numbers), &input);
+        assert!(got == expected, "{numbers} numbers: the C++ run differs");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
