@@ -25,8 +25,10 @@
 //! the model's proposal) points there: where it lost toward the device
 //! (the start's small share already costs) or won toward the host, the
 //! host alone is tried next; where it won toward the device and the
-//! device's measured rate grew with its share (the model stopped short),
-//! the device alone. A sweep with a cliff at an end (any share on the
+//! device's measured rate grew with its share, or its launches are mostly
+//! their fixed cost (`fixed + per_event × n` fitted over the launches: at a
+//! larger share launches are larger), the model stopped short: the device
+//! alone. A sweep with a cliff at an end (any share on the
 //! other side halving the throughput, as on the H100) is then not climbed
 //! step by step, which costs most of a short job, and the end is held
 //! exactly. After a lost probe from an end the wait is also at least its
@@ -204,6 +206,58 @@ impl Tally {
     }
 }
 
+/// A launch's cost against its size, fitted as `fixed + per_event × n`
+/// over the launches so far (least squares, older launches fading): where
+/// the fixed part dominates the launches a split makes, the device's
+/// measured rate is that of small launches, and a larger share (larger
+/// launches) would raise it.
+#[derive(Clone, Copy, Debug, Default)]
+struct LaunchCosts {
+    weight: f64,
+    n: f64,
+    t: f64,
+    nn: f64,
+    nt: f64,
+}
+
+/// Weight of a launch in [`LaunchCosts`] after each newer one.
+const LAUNCH_FADE: f64 = 0.98;
+
+impl LaunchCosts {
+    fn add(&mut self, events: usize, seconds: f64) {
+        let n = events as f64;
+        for sum in [
+            &mut self.weight,
+            &mut self.n,
+            &mut self.t,
+            &mut self.nn,
+            &mut self.nt,
+        ] {
+            *sum *= LAUNCH_FADE;
+        }
+        self.weight += 1.0;
+        self.n += n;
+        self.t += seconds;
+        self.nn += n * n;
+        self.nt += n * seconds;
+    }
+
+    /// The fixed part's share of a launch of `events` events, when the
+    /// launches seen so far had sizes varied enough to tell it.
+    fn fixed_share(&self, events: f64) -> Option<f64> {
+        let w = self.weight;
+        let mean = self.n / w.max(1e-12);
+        let variance = self.nn / w.max(1e-12) - mean * mean;
+        if w < 8.0 || variance < 0.05 * mean * mean {
+            return None;
+        }
+        let per_event = ((self.nt / w - mean * self.t / w) / variance).max(0.0);
+        let fixed = (self.t / w - per_event * mean).max(0.0);
+        let total = fixed + per_event * events;
+        (total > 0.0).then(|| fixed / total)
+    }
+}
+
 /// A challenger being measured.
 #[derive(Clone, Copy, Debug)]
 struct Trial {
@@ -299,6 +353,8 @@ pub struct SplitController {
     model_after: f64,
     /// Launches landed since the start.
     launches_landed: u64,
+    /// Their cost against their size.
+    launch_costs: LaunchCosts,
     /// When the job started, seconds ([`Self::started_at`]).
     start: f64,
 }
@@ -344,6 +400,7 @@ impl SplitController {
             opening: true,
             model_after: 0.0,
             launches_landed: 0,
+            launch_costs: LaunchCosts::default(),
             start: 0.0,
         }
     }
@@ -430,6 +487,7 @@ impl SplitController {
         self.window.device_events += events as u64;
         self.device_landed += events as u64;
         self.launches_landed += 1;
+        self.launch_costs.add(events, bottleneck_s);
         self.window.device_own_s += bottleneck_s;
         self.batch += 0.1 * (events as f64 - self.batch);
     }
@@ -548,6 +606,15 @@ impl SplitController {
             && now - self.start < t.warm_max_s
     }
 
+    /// The device's launches are mostly their fixed cost (at least half of
+    /// a launch of the usual size): its measured rate understates what
+    /// larger launches, at a larger share, would give.
+    fn small_launches(&self) -> bool {
+        self.launch_costs
+            .fixed_share(self.batch)
+            .is_some_and(|share| share >= 0.5)
+    }
+
     /// The throughput of the kept split: the smoothed windows', or less
     /// when a backlog grew since it was taken up.
     fn kept_rate(&self, slack_host: f64, slack_device: f64) -> f64 {
@@ -642,7 +709,7 @@ impl SplitController {
         let end = if std::mem::take(&mut self.opening) {
             match (wins, moved > 0.0) {
                 (true, false) => Some(0.0),
-                (true, true) => grew.then_some(1.0),
+                (true, true) => (grew || self.small_launches()).then_some(1.0),
                 (false, toward_device) => Some(if toward_device { 0.0 } else { 1.0 }),
             }
         } else {
@@ -1039,6 +1106,68 @@ mod tests {
         };
         let (kept, c) = after_a_slow_start(no_wait, 0.3);
         assert!(kept > 0.0, "{:?}", c.history());
+    }
+
+    /// Device-only is 6× host-only, but at the start's share every launch
+    /// holds one to three events and costs 0.5 ms + 20 µs per event (a
+    /// launch latency, as the emulated GPU-like regime has), so the
+    /// device's measured rate stays about 2 000–4 000 ev/s at any share the
+    /// model proposes and does not grow within a trial: only the launches'
+    /// fixed share tells the model stopped short. Returns the kept split.
+    fn fixed_cost_plant(seconds: f64) -> (f64, SplitController) {
+        let (host, device_only) = (4000.0, 24_000.0);
+        let mut c = adaptive().started_at(0.0);
+        let (mut t, mut carry, mut size) = (0.0, 0.0, 0usize);
+        while t < seconds {
+            let p = c.device_fraction();
+            let want = (host + (device_only - host) * p) * WINDOW + carry;
+            let n = want.floor() as u64;
+            carry = want - n as f64;
+            let mut waiting = 0;
+            for _ in 0..n {
+                match c.route() {
+                    Side::Host => c.record_host(THREADS as f64 / host),
+                    Side::Device => waiting += 1,
+                }
+                // Launches of 1, 2, 3, 1, 2, 3, ... events.
+                if waiting == size % 3 + 1 {
+                    c.record_device(waiting, 0.0005 + 20e-6 * waiting as f64);
+                    waiting = 0;
+                    size += 1;
+                }
+            }
+            if waiting > 0 {
+                c.record_device(waiting, 0.0005 + 20e-6 * waiting as f64);
+            }
+            t += WINDOW;
+            c.update(t, 0.0);
+        }
+        (c.kept_fraction(), c)
+    }
+
+    #[test]
+    fn goes_to_the_device_end_when_its_launches_are_mostly_fixed_cost() {
+        let (kept, c) = fixed_cost_plant(0.2);
+        assert_eq!(kept, 1.0, "{:?}", c.history());
+        // Reached in the opening: its first challenger, then the end.
+        let first_end = c.history().iter().position(|p| p.device_fraction == 1.0);
+        assert!(first_end.is_some_and(|i| i <= 2), "{:?}", c.history());
+    }
+
+    #[test]
+    fn launch_costs_are_told_apart_only_from_launches_of_different_sizes() {
+        let mut costs = LaunchCosts::default();
+        for i in 0..40 {
+            let n = 1 + i % 4;
+            costs.add(n, 0.001 + 1e-4 * n as f64);
+        }
+        let share = costs.fixed_share(2.0).unwrap();
+        assert!((share - 0.001 / 0.0012).abs() < 1e-6, "{share}");
+        let mut same = LaunchCosts::default();
+        for _ in 0..40 {
+            same.add(8, 0.002);
+        }
+        assert_eq!(same.fixed_share(8.0), None);
     }
 
     #[test]
