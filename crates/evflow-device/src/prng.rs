@@ -92,6 +92,15 @@ impl Kernel for StreamFill {
             let out = output
                 .get_mut(outs[i]..outs[i + 1])
                 .ok_or_else(|| format!("invocation {i}: offsets out of the output"))?;
+            if out.len() > 8 * self.numbers {
+                // A GPU starts `numbers` threads per invocation: it would
+                // leave the rest unwritten.
+                return Err(format!(
+                    "invocation {i}: {} numbers asked of a fill of at most {}",
+                    out.len() / 8,
+                    self.numbers
+                ));
+            }
             for (k, number) in out.chunks_exact_mut(8).enumerate() {
                 number.copy_from_slice(
                     &stream_value(seed, base.wrapping_add(k as u64)).to_le_bytes(),

@@ -487,7 +487,10 @@ impl SplitController {
         self.window.device_events += events as u64;
         self.device_landed += events as u64;
         self.launches_landed += 1;
-        self.launch_costs.add(events, bottleneck_s);
+        if self.launches_landed > self.tuning.warm_launches {
+            // The first launches' set-up is no cost of their size.
+            self.launch_costs.add(events, bottleneck_s);
+        }
         self.window.device_own_s += bottleneck_s;
         self.batch += 0.1 * (events as f64 - self.batch);
     }

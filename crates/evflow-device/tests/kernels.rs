@@ -322,3 +322,15 @@ fn cuda_random_stream_is_the_hosts() {
     let stats = service.stats();
     assert_eq!(stats.from_device + stats.from_host, position);
 }
+
+/// A fill asked for more numbers than its threads per invocation is an
+/// error on the host too (a GPU would leave the rest unwritten).
+#[test]
+fn a_fill_longer_than_its_lanes_is_refused() {
+    let fill = StreamFill::new(4);
+    let mut output = vec![0u8; 40];
+    let e = fill
+        .run(&StreamFill::input(0, 1), &[0, 16], &mut output, &[0, 40])
+        .unwrap_err();
+    assert!(e.contains("5 numbers asked of a fill of at most 4"), "{e}");
+}
