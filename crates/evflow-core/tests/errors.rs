@@ -344,6 +344,47 @@ fn transitions_still_nest_after_a_failed_transition() {
     }
 }
 
+/// A failed end hook among several transitions decided together (the ends
+/// of the last blocks and of the run at the end of the input): the ends
+/// after it still run, so every instance closes what it opened. Every hook
+/// of the job fails in turn, with the sequential executor (deterministic)
+/// at several events in flight and blocks in flight.
+#[test]
+fn every_open_block_is_ended_whichever_transition_fails() {
+    let hooks = [
+        Hook::BeginRun(1),
+        Hook::BeginLumi(1, 1),
+        Hook::BeginLumi(1, 2),
+        Hook::BeginLumi(1, 3),
+        Hook::EndLumi(1, 1),
+        Hook::EndLumi(1, 2),
+        Hook::EndLumi(1, 3),
+        Hook::EndRun(1),
+    ];
+    for hook in hooks {
+        for in_flight in [1, 2, 4, 12] {
+            for concurrent_lumis in [1, 2, 3] {
+                let log = Log::new();
+                let mut p = Process::new("transition-error");
+                p.set_source(EmptySource::new(12).events_per_lumi(4));
+                p.add(Probe::new(&log, "early").producer());
+                p.add(Probe::new(&log, "hooked").fail_hook(hook, false).analyzer());
+                p.add(Probe::new(&log, "late").analyzer());
+                p.path("p", ["early", "hooked", "late"]);
+                let options = RunOptions {
+                    concurrent_lumis,
+                    ..sequential(in_flight)
+                };
+                let _ = failed(run_watched(p, options));
+                assert_clean_transitions(
+                    &log,
+                    &format!("{hook:?}, {in_flight} in flight, {concurrent_lumis} blocks"),
+                );
+            }
+        }
+    }
+}
+
 /// External-work producer "ext" faulting on event 5, read by "use".
 fn external_process(
     log: &std::sync::Arc<Log>,

@@ -32,17 +32,29 @@ impl Engine {
         Ok(())
     }
 
+    /// Runs a list of transitions the coordinator decided together. After a
+    /// failure no block or run begins any more, but the ends of the list
+    /// still run: the coordinator has already counted those blocks (and the
+    /// run) as ended, and each instance must close what it opened.
     pub(super) fn transitions(&self, list: &[Transition], out: &mut Vec<Task>, thread: usize) {
+        let mut failed = false;
         for t in list {
+            let begin = matches!(t, Transition::BeginRun(_) | Transition::BeginLumi(..));
+            if failed && begin {
+                continue;
+            }
             let t0 = Instant::now();
-            let error = match *t {
-                Transition::BeginRun(_) | Transition::BeginLumi(..) => self.begin_transition(t),
-                Transition::EndLumi(..) | Transition::EndRun(_) => self.end_transition(t),
+            let error = if begin {
+                self.begin_transition(t)
+            } else {
+                self.end_transition(t)
             };
             self.record_slice(&transition_name(t), "transition", thread, None, t0);
             if let Some(error) = error {
-                self.fail_job(error, out);
-                break;
+                if !failed {
+                    self.fail_job(error, out);
+                }
+                failed = true;
             }
         }
         self.coordinator.transitions_done(out, self);
