@@ -324,6 +324,18 @@ fn transition_errors_fail_the_job_naming_module_and_transition() {
     }
 }
 
+/// 12 events in blocks of 4 through "early", "hooked" (whose `hook`
+/// fails) and "late".
+fn hooked_process(log: &std::sync::Arc<Log>, hook: Hook) -> Process {
+    let mut p = Process::new("transition-error");
+    p.set_source(EmptySource::new(12).events_per_lumi(4));
+    p.add(Probe::new(log, "early").producer());
+    p.add(Probe::new(log, "hooked").fail_hook(hook, false).analyzer());
+    p.add(Probe::new(log, "late").analyzer());
+    p.path("p", ["early", "hooked", "late"]);
+    p
+}
+
 #[test]
 fn transitions_still_nest_after_a_failed_transition() {
     for (hook, options) in [
@@ -331,13 +343,7 @@ fn transitions_still_nest_after_a_failed_transition() {
         (Hook::EndLumi(1, 2), threaded(4, 8)),
     ] {
         let log = Log::new();
-        let mut p = Process::new("transition-error");
-        p.set_source(EmptySource::new(12).events_per_lumi(4));
-        p.add(Probe::new(&log, "early").producer());
-        p.add(Probe::new(&log, "hooked").fail_hook(hook, false).analyzer());
-        p.add(Probe::new(&log, "late").analyzer());
-        p.path("p", ["early", "hooked", "late"]);
-        let _ = failed(run_watched(p, options));
+        let _ = failed(run_watched(hooked_process(&log, hook), options));
         // Every instance: each lumi begun is ended exactly once, nothing is
         // ended twice or ended without having begun.
         assert_clean_transitions(&log, &format!("{hook:?}"));
@@ -365,17 +371,11 @@ fn every_open_block_is_ended_whichever_transition_fails() {
         for in_flight in [1, 2, 4, 12] {
             for concurrent_lumis in [1, 2, 3] {
                 let log = Log::new();
-                let mut p = Process::new("transition-error");
-                p.set_source(EmptySource::new(12).events_per_lumi(4));
-                p.add(Probe::new(&log, "early").producer());
-                p.add(Probe::new(&log, "hooked").fail_hook(hook, false).analyzer());
-                p.add(Probe::new(&log, "late").analyzer());
-                p.path("p", ["early", "hooked", "late"]);
                 let options = RunOptions {
                     concurrent_lumis,
                     ..sequential(in_flight)
                 };
-                let _ = failed(run_watched(p, options));
+                let _ = failed(run_watched(hooked_process(&log, hook), options));
                 assert_clean_transitions(
                     &log,
                     &format!("{hook:?}, {in_flight} in flight, {concurrent_lumis} blocks"),
