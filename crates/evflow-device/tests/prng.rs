@@ -76,3 +76,33 @@ fn once_the_device_filled_a_half_draws_come_from_it() {
             .all(|(i, &x)| x == stream_value(7, i as u64))
     );
 }
+
+/// A device that cannot compile the fill kernel is not used: the service
+/// says why, naming the device and the kernel, and the host draws the same
+/// stream.
+#[test]
+fn a_device_that_cannot_take_the_fill_kernel_is_named_and_left_out() {
+    let config = EmulatedConfig {
+        faults: Faults {
+            compile: vec!["prng_fill".into()],
+            ..Faults::default()
+        },
+        ..EmulatedConfig::default()
+    };
+    let device: Arc<dyn Device> = Arc::new(EmulatedDevice::new(config));
+    let s = RandomService::new(7, 4096, Some(device), 0.0);
+    let error = s.device_error().expect("the compile fault is reported");
+    assert!(error.contains("prng_fill"), "{error}");
+    let mut got = Vec::new();
+    s.draw(10_000, &mut got);
+    assert!(
+        got.iter()
+            .enumerate()
+            .all(|(i, &x)| x == stream_value(7, i as u64))
+    );
+    let stats = s.stats();
+    assert_eq!(
+        (stats.from_host, stats.from_device, stats.fills),
+        (10_000, 0, 0)
+    );
+}
