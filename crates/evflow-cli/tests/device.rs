@@ -6,6 +6,20 @@ mod common;
 use common::*;
 use std::path::PathBuf;
 
+/// `evflow run CONFIG --device emulated --device-split SPLIT EXTRA...`.
+fn run_emulated(config: &str, split: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "run",
+        config,
+        "--device",
+        "emulated",
+        "--device-split",
+        split,
+    ];
+    args.extend_from_slice(extra);
+    evflow(&args)
+}
+
 fn example() -> String {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     root.join("examples/configs/device.toml")
@@ -186,16 +200,7 @@ fn a_device_only_module_reports_no_split() {
     );
     let report = dir.join("r.json");
     for split in ["adaptive", "fixed:30"] {
-        let out = evflow(&[
-            "run",
-            &config,
-            "--device",
-            "emulated",
-            "--device-split",
-            split,
-            "--report",
-            report.to_str().unwrap(),
-        ]);
+        let out = run_emulated(&config, split, &["--report", report.to_str().unwrap()]);
         let text = stdout(&out);
         assert!(out.status.success(), "{}", stderr(&out));
         assert!(
@@ -230,19 +235,17 @@ fn configured_failures_fail_on_the_device_too() {
     ] {
         let config = write(&dir, "job.toml", &job(device));
         for split in ["fixed:0", "fixed:50", "fixed:100", "adaptive"] {
-            let out = evflow(&[
-                "run",
+            let out = run_emulated(
                 &config,
-                "-q",
-                "--device",
-                "emulated",
-                "--device-split",
                 split,
-                "--on-error",
-                "skip-event",
-                "--report",
-                report.to_str().unwrap(),
-            ]);
+                &[
+                    "-q",
+                    "--on-error",
+                    "skip-event",
+                    "--report",
+                    report.to_str().unwrap(),
+                ],
+            );
             assert!(out.status.success(), "{}", stderr(&out));
             let doc = read_json(&report);
             let mut failed: Vec<u64> = doc["failed_events"]
@@ -254,15 +257,7 @@ fn configured_failures_fail_on_the_device_too() {
             failed.sort_unstable();
             assert_eq!(failed, [5, 10, 77], "{device} {split}");
         }
-        let out = evflow(&[
-            "run",
-            &config,
-            "-q",
-            "--device",
-            "emulated",
-            "--device-split",
-            "fixed:100",
-        ]);
+        let out = run_emulated(&config, "fixed:100", &["-q"]);
         assert!(!out.status.success(), "{device}");
         let err = stderr(&out);
         assert!(

@@ -220,6 +220,20 @@ fn a_serial_or_exclusive_module_launches_at_once() {
     }
 }
 
+/// The job error of `p` run on 2 threads under `--on-error fail` (which
+/// must fail), as text.
+fn job_failure(p: Process) -> String {
+    let err = run(
+        p,
+        &run_opts(2, 8, ExecutorKind::Threaded, ErrorPolicy::Fail),
+    )
+    .unwrap_err();
+    let RunError::Failed { error, .. } = err else {
+        panic!("{err}")
+    };
+    error.to_string()
+}
+
 fn failed(report: &Report) -> Vec<u64> {
     let mut f: Vec<u64> = report.failed_events.iter().map(|e| e.event).collect();
     f.sort_unstable();
@@ -237,15 +251,7 @@ fn a_failed_launch_fails_the_job_naming_module_event_and_device() {
     };
     let ctx = emulated(config, options(SplitMode::Fixed(1.0), 4, 8));
     let (p, _) = job(Some(&ctx), spec(true));
-    let err = run(
-        p,
-        &run_opts(2, 8, ExecutorKind::Threaded, ErrorPolicy::Fail),
-    )
-    .unwrap_err();
-    let RunError::Failed { error, .. } = err else {
-        panic!("{err}")
-    };
-    let text = error.to_string();
+    let text = job_failure(p);
     for part in [
         "'tracks'",
         "event",
@@ -314,15 +320,7 @@ fn configured_failures_fail_the_same_events_whatever_the_split() {
         // And `--on-error fail` fails the job naming module and event.
         let ctx = emulated(EmulatedConfig::default(), options(split, 4, 8));
         let (p, _) = job(Some(&ctx), spec);
-        let err = run(
-            p,
-            &run_opts(2, 8, ExecutorKind::Threaded, ErrorPolicy::Fail),
-        )
-        .unwrap_err();
-        let RunError::Failed { error, .. } = err else {
-            panic!("{err}")
-        };
-        let text = error.to_string();
+        let text = job_failure(p);
         assert!(
             text.contains("'tracks'") && text.contains("configured failure on event"),
             "{split:?} host {host}: {text}"
