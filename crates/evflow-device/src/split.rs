@@ -416,8 +416,6 @@ impl SplitController {
     pub fn started_at(mut self, now: f64) -> Self {
         self.window.start = now;
         self.start = now;
-        self.next_probe = now;
-        self.model_after = now;
         if let [first] = self.history.as_mut_slice() {
             first.t_s = now;
         }
