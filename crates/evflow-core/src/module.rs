@@ -60,6 +60,16 @@ pub trait Producer: Transitions {
     /// combiner) learns from it how many can ever wait at once: one for a
     /// serial, cloned or exclusive instance, which it keeps during the wait.
     fn set_concurrency(&self, _concurrency: &Concurrency) {}
+
+    /// Called on a producer with external work when the engine has no task
+    /// left to run: every event in flight waits for external work (of this
+    /// or another module), and no more can be read for now. A producer that
+    /// gathers several events' work before starting it (a device module's
+    /// combiner) should start what it holds unless work it already started
+    /// can still bring more: nothing else will arrive before some external
+    /// work completes. Called once per idle spell, from any thread, possibly
+    /// while another call on the instance runs; it must return at once.
+    fn engine_idle(&self) {}
 }
 
 /// Decides whether an event goes on along a path. May also put products.

@@ -82,6 +82,12 @@ impl CombinePolicy {
 /// assert!(c.push(0.0030, 'e').is_none());
 /// assert!(c.poll(0.0045).is_none());
 /// assert_eq!(c.landed(0.0050), Some(vec!['e']));
+/// // Nothing else can run and nothing is on the device: no use waiting.
+/// assert!(c.push(0.0060, 'f').is_none());
+/// assert_eq!(c.idle(), None); // launches on the device may bring more
+/// assert!(c.landed(0.0061).is_none());
+/// assert!(c.landed(0.0062).is_none());
+/// assert_eq!(c.idle(), Some(vec!['f']));
 /// ```
 #[derive(Debug)]
 pub struct Combiner<T> {
@@ -148,6 +154,20 @@ impl<T> Combiner<T> {
         self.poll(now)
     }
 
+    /// The engine has nothing else to run: every event in flight waits for
+    /// external work (or none is left to read). Returns what waits unless a
+    /// launch of the module is still on the device, whose landing can bring
+    /// more invocations; otherwise none can come before the time-out, and
+    /// waiting for it would leave the device and the threads idle (at the
+    /// end of the input, or when a luminosity block or run holds the next
+    /// events back).
+    pub fn idle(&mut self) -> Option<Vec<T>> {
+        if self.in_flight > 0 {
+            return None;
+        }
+        self.flush()
+    }
+
     /// Launches handed out and not yet landed.
     pub fn in_flight(&self) -> usize {
         self.in_flight
@@ -208,6 +228,27 @@ mod tests {
         let mut c = Combiner::new(p.for_events_at_once(Some(1)));
         assert_eq!(c.push(0.0, 'a'), Some(vec!['a']));
         assert!(c.deadline().is_none());
+    }
+
+    #[test]
+    fn an_idle_engine_launches_what_waits_when_nothing_is_on_the_device() {
+        let mut c = Combiner::new(CombinePolicy {
+            max_events: 10,
+            timeout_s: 1.0,
+            max_in_flight: 0,
+        });
+        assert!(c.idle().is_none());
+        c.push(0.0, 1);
+        c.push(0.1, 2);
+        assert_eq!(c.idle(), Some(vec![1, 2]));
+        assert!(c.deadline().is_none());
+        // One launch on the device: its landing may bring more.
+        c.push(0.2, 3);
+        assert!(c.idle().is_none());
+        assert_eq!(c.deadline(), Some(1.2));
+        assert!(c.landed(0.3).is_none());
+        assert_eq!(c.idle(), Some(vec![3]));
+        assert_eq!(c.in_flight(), 1);
     }
 
     #[test]

@@ -146,6 +146,7 @@ impl Shared {
         // A batch held back by this launch may go now.
         let next = state.combiner.landed(self.now());
         if let Some(batch) = next {
+            state.stats.timed_out_launches += 1;
             drop(state);
             self.launch(batch);
             state = lock(&self.state);
@@ -206,6 +207,7 @@ fn flusher(shared: Weak<Shared>) {
         }
         let now = me.now();
         if let Some(batch) = state.combiner.poll(now) {
+            state.stats.timed_out_launches += 1;
             drop(state);
             me.launch(batch);
             continue;
@@ -391,6 +393,20 @@ impl Producer for Offload {
             None => {}
         }
         Ok(())
+    }
+
+    /// Every event in flight waits: launch what the combiner holds unless
+    /// a launch of this module can still bring more.
+    fn engine_idle(&self) {
+        let mut state = lock(&self.shared.state);
+        let batch = state.combiner.idle();
+        if batch.is_some() {
+            state.stats.idle_launches += 1;
+        }
+        drop(state);
+        if let Some(batch) = batch {
+            self.shared.launch(batch);
+        }
     }
 
     fn produce(&self, event: &Event<'_>) -> ModuleResult {

@@ -23,6 +23,10 @@ pub struct DeviceModuleStats {
     pub transfer_out_s: f64,
     pub launch_total_s: f64,
     pub max_events_per_launch: u64,
+    /// Launches started by the time-out, not by the count.
+    pub timed_out_launches: u64,
+    /// Launches started because the engine had nothing else to run.
+    pub idle_launches: u64,
 }
 
 impl DeviceModuleStats {
@@ -67,6 +71,8 @@ impl DeviceModuleStats {
                 self.device_calls as f64 / launched
             },
             max_events_per_launch: self.max_events_per_launch,
+            timed_out_launches: self.timed_out_launches,
+            idle_launches: self.idle_launches,
             bytes_in: self.bytes_in,
             bytes_out: self.bytes_out,
             host_s: self.host_s,
@@ -99,6 +105,13 @@ pub struct DeviceModuleReport {
     pub failed_launches: u64,
     pub events_per_launch: f64,
     pub max_events_per_launch: u64,
+    /// Launches started by the combining time-out (the others by the
+    /// count, or by `idle_launches`).
+    pub timed_out_launches: u64,
+    /// Launches started early because every event in flight waited (end
+    /// of input, a run or luminosity-block boundary): nothing else could
+    /// join them before the time-out.
+    pub idle_launches: u64,
     pub bytes_in: u64,
     pub bytes_out: u64,
     /// Time in host calls.

@@ -161,10 +161,42 @@ fn invocations_are_combined_up_to_the_count() {
 }
 
 #[test]
+fn a_batch_that_cannot_fill_is_launched_when_nothing_else_can_run() {
+    // The count (64) can never be reached: 8 events in flight, all on the
+    // device. Once every event waits, no invocation can join the batch, so
+    // it starts then (a time-out of a minute would otherwise pace the job):
+    // with each executor, the threaded one's work-stealing pool and its
+    // shared queue for oversubscribed pools included.
+    let pooled = 2;
+    let oversubscribed = evflow_core::OVERSUBSCRIBED
+        * std::thread::available_parallelism().map_or(1, |n| n.get())
+        + 1;
+    for (executor, threads) in [
+        (ExecutorKind::Sequential, 1),
+        (ExecutorKind::Threaded, pooled),
+        (ExecutorKind::Threaded, oversubscribed),
+    ] {
+        let mut o = options(SplitMode::Fixed(1.0), 64, 64);
+        o.combine.timeout_s = 60.0;
+        let ctx = emulated(EmulatedConfig::default(), o);
+        let (p, tally) = job(Some(&ctx), spec(true));
+        run(p, &run_opts(threads, 8, executor, ErrorPolicy::Fail)).unwrap();
+        assert_eq!(tally.events(), EVENTS);
+        let r = &ctx.reports()[0];
+        let what = format!("{executor:?} on {threads} threads: {r:?}");
+        assert_eq!(r.device_calls, EVENTS, "{what}");
+        assert_eq!(r.timed_out_launches, 0, "{what}");
+        assert_eq!(r.idle_launches, r.launches, "{what}");
+        assert!(r.max_events_per_launch <= 8, "{what}");
+    }
+}
+
+#[test]
 fn a_batch_that_cannot_fill_is_launched_by_its_time_out() {
     // The count (64) can never be reached: 4 events in flight, half of them
-    // on the host, and one thread that runs the sequential executor. Every
-    // launch is started by the time-out, and the job ends.
+    // on the host, and one thread that runs the sequential executor. A
+    // launch is started by the time-out or when every event waits, and the
+    // job ends.
     for executor in [ExecutorKind::Sequential, ExecutorKind::Threaded] {
         let mut o = options(SplitMode::Fixed(0.5), 64, 4);
         o.events_in_flight = 64; // the cap would make the count 4

@@ -176,6 +176,12 @@ pub(crate) fn run_on<Q: Queues>(
             };
             machine.assign_idle(now, &ctx, &mut module_busy_s, &mut admit);
         }
+        // No core busy: what is gathered for a device starts now.
+        if machine.heap.is_empty()
+            && let Some(dev) = device.as_mut()
+        {
+            dev.idle(now);
+        }
         // A device event (a launch landing, a combining deadline) before the
         // next task completion: the device's external work completes.
         let next_core = machine.heap.peek().map(|Reverse((Time(t), _, _))| *t);

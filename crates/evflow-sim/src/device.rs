@@ -145,6 +145,20 @@ impl SimDevice {
         }
     }
 
+    /// No core has a task: like a run's idle engine, every module launches
+    /// what it gathered unless one of its launches can still bring more.
+    pub fn idle(&mut self, now: f64) {
+        for module in 0..self.modules.len() {
+            let Some(m) = self.modules[module].as_mut() else {
+                continue;
+            };
+            if let Some(batch) = m.combiner.idle() {
+                m.stats.idle_launches += 1;
+                self.launch(now, module, batch);
+            }
+        }
+    }
+
     pub fn next_time(&self) -> Option<f64> {
         self.heap.peek().map(|Reverse((Time(t), _))| *t)
     }
@@ -159,6 +173,7 @@ impl SimDevice {
             Some(Pending::Deadline(module)) => {
                 let m = self.modules[module].as_mut().expect("a device module");
                 if let Some(batch) = m.combiner.poll(now) {
+                    m.stats.timed_out_launches += 1;
                     self.launch(now, module, batch);
                 }
                 Vec::new()
@@ -174,6 +189,7 @@ impl SimDevice {
                 m.split.update(now, self.busy_all);
                 // A batch held back by this launch may go now.
                 if let Some(batch) = m.combiner.landed(now) {
+                    m.stats.timed_out_launches += 1;
                     self.launch(now, module, batch);
                 }
                 items.into_iter().map(|(s, i)| (module, s, i)).collect()

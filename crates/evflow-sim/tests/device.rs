@@ -225,6 +225,43 @@ fn a_serial_device_module_launches_at_once() {
 }
 
 #[test]
+fn a_batch_that_cannot_fill_starts_when_every_event_waits() {
+    // 100 events, all on the device, with a count (1000) and a time-out
+    // (1000 s) never reached: as in a run, each batch starts once every
+    // event in flight waits, and the simulated job takes milliseconds.
+    let options = DeviceOptions {
+        split: SplitMode::Fixed(1.0),
+        events_in_flight: 4096,
+        host_threads: CORES,
+        combine: CombinePolicy {
+            max_events: 1000,
+            timeout_s: 1000.0,
+            ..CombinePolicy::default()
+        },
+        ..DeviceOptions::default()
+    };
+    let ctx = DeviceContext::open(&DeviceChoice::Emulated(EmulatedConfig::default()), options)
+        .unwrap()
+        .0;
+    let spec = SyntheticDevice {
+        host: Some(Timing::constant(1e-3, Work::Sleep)),
+        device_cost_s: 1e-4,
+        bytes_in: 64,
+        bytes_out: 64,
+        fail_on_events: vec![],
+    };
+    let tracks = synthetic_device("tracks", spec, &[], &[""], &ctx).unwrap();
+    let sim = simulate_module("tracks", tracks, 100, ctx);
+    let [d] = sim.devices.as_slice() else {
+        panic!("{:?}", sim.devices)
+    };
+    assert!(sim.simulated_s < 1.0, "{} s", sim.simulated_s);
+    assert_eq!(d.timed_out_launches, 0, "{d:?}");
+    assert_eq!(d.idle_launches, d.launches, "{d:?}");
+    assert!(d.max_events_per_launch <= K as u64, "{d:?}");
+}
+
+#[test]
 fn the_prediction_reports_each_device_module_as_a_run_does() {
     for (split, host) in [
         (SplitMode::Fixed(0.5), true),

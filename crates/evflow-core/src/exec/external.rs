@@ -2,14 +2,17 @@
 //! signals (`acquire` returning, and the completion it was handed), then
 //! the event goes on like after any module.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::state::*;
+use crate::error::JobError;
 use crate::graph::ModuleIdx;
 use crate::ids::EventId;
 use crate::module::Completion;
+use crate::module::ModuleImpl;
 use crate::schedule::{Outcome, Task};
 
 /// Meeting point of an external-work module's two signals.
@@ -87,6 +90,35 @@ impl Engine {
                 self.module_failed(module, id, message, out);
                 self.coordinator
                     .module_done(slot, module, instance, Outcome::Failed, out, self);
+            }
+        }
+    }
+
+    /// Whether any module hears of idle spells ([`Engine::idle`]).
+    pub(super) fn has_external_work(&self) -> bool {
+        !self.external_modules.is_empty()
+    }
+
+    /// The executor has no task to run: tells every producer with external
+    /// work ([`crate::Producer::engine_idle`]), so that work gathered for a
+    /// combined start does not wait for a time-out. A panic there fails the
+    /// job (its tasks go to `out`).
+    pub(super) fn idle(&self, out: &mut Vec<Task>) {
+        for &module in &self.external_modules {
+            for instance in &self.instances[module] {
+                let ModuleImpl::Producer(producer) = instance else {
+                    continue;
+                };
+                let result = catch_unwind(AssertUnwindSafe(|| producer.engine_idle()));
+                if let Err(panic) = result {
+                    let error = JobError::Transition {
+                        module: self.graph.modules[module].label.clone(),
+                        transition: "engineIdle".into(),
+                        message: format!("panic: {}", panic_message(&panic)),
+                    };
+                    self.fail_job(error, out);
+                    return;
+                }
             }
         }
     }

@@ -34,10 +34,21 @@ pub(crate) fn run(engine: Arc<Engine>) -> Result<(), String> {
         loop {
             let task = match stack.pop() {
                 Some(task) => task,
-                // Only external work can still be under way: wait for it.
-                None => receiver
-                    .recv()
-                    .map_err(|_| "external work never completed".to_string())?,
+                None => match receiver.try_recv() {
+                    Ok(task) => task,
+                    Err(_) => {
+                        // Only external work can still be under way: let
+                        // what is gathered for it start, then wait for it.
+                        engine.idle(&mut stack);
+                        if !stack.is_empty() {
+                            stack.reverse();
+                            continue;
+                        }
+                        receiver
+                            .recv()
+                            .map_err(|_| "external work never completed".to_string())?
+                    }
+                },
             };
             let before = stack.len();
             if engine.execute(task, &mut stack, &submit, 0) {

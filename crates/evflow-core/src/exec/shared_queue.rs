@@ -18,6 +18,7 @@ use crate::schedule::Task;
 
 struct Queue {
     engine: Arc<Engine>,
+    threads: usize,
     state: Mutex<State>,
     work_available: Condvar,
     finished: Condvar,
@@ -60,12 +61,25 @@ fn worker(queue: Arc<Queue>, thread: usize) {
     loop {
         let mut next = {
             let mut state = lock(&queue);
+            let mut told_idle = false;
             loop {
                 if state.done {
                     return;
                 }
                 if let Some(task) = state.tasks.pop_front() {
                     break Some(task);
+                }
+                // The last thread to run out of work: what is gathered for
+                // external work need not wait for its time-out.
+                if !told_idle && state.idle + 1 == queue.threads && queue.engine.has_external_work()
+                {
+                    told_idle = true;
+                    drop(state);
+                    let mut tasks = Vec::new();
+                    queue.engine.idle(&mut tasks);
+                    push(&queue, tasks.into_iter());
+                    state = lock(&queue);
+                    continue;
                 }
                 state.idle += 1;
                 state = queue
@@ -95,6 +109,7 @@ fn worker(queue: Arc<Queue>, thread: usize) {
 pub(crate) fn run(engine: Arc<Engine>, threads: usize) -> Result<(), String> {
     let queue = Arc::new(Queue {
         engine,
+        threads,
         state: Mutex::new(State {
             tasks: VecDeque::new(),
             idle: 0,

@@ -136,6 +136,8 @@ pub(crate) struct Engine {
     pub(super) open_transitions: Mutex<Vec<Vec<OpenBlocks>>>,
     pub(super) steady: Mutex<crate::report::SteadyRate>,
     pub(super) concurrent_lumis: usize,
+    /// Producers with external work: told when the engine is idle.
+    pub(super) external_modules: Vec<crate::graph::ModuleIdx>,
 }
 
 impl Engine {
@@ -157,6 +159,13 @@ impl Engine {
         let open = instances
             .iter()
             .map(|i| vec![OpenBlocks::default(); i.len()])
+            .collect();
+        let external_modules = graph
+            .modules
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.external_work)
+            .map(|(i, _)| i)
             .collect();
         let source_products = graph
             .products
@@ -210,6 +219,7 @@ impl Engine {
             open_transitions: Mutex::new(open),
             steady: Mutex::new(crate::report::SteadyRate::new(k)),
             concurrent_lumis: options.concurrent_lumis.max(1),
+            external_modules,
         }
     }
 

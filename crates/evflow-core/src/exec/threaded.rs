@@ -79,9 +79,25 @@ impl Sleep {
     /// at every wake-up). `ready` must become true before the matching
     /// `wake`.
     fn sleep_unless(&self, ready: impl Fn() -> bool) {
+        self.sleep_unless_or_last(ready, usize::MAX, || {});
+    }
+
+    /// Like [`Self::sleep_unless`]; the loop that would make `loops` loops
+    /// asleep (the whole pool idle) first runs `last` without the lock (it
+    /// may push work and wake loops), then sleeps unless `ready` holds.
+    /// Counting in under the lock makes one loop, the last one, see it.
+    fn sleep_unless_or_last(&self, ready: impl Fn() -> bool, loops: usize, last: impl FnOnce()) {
         let mut guard = lock(&self.lock);
-        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        let asleep = self.sleepers.fetch_add(1, Ordering::SeqCst) + 1;
         fence(Ordering::SeqCst);
+        if asleep >= loops && !ready() {
+            self.sleepers.fetch_sub(1, Ordering::SeqCst);
+            drop(guard);
+            last();
+            guard = lock(&self.lock);
+            self.sleepers.fetch_add(1, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+        }
         while !ready() {
             guard = self.signal.wait(guard).unwrap_or_else(|p| p.into_inner());
         }
@@ -164,7 +180,23 @@ impl Pool {
                 std::thread::yield_now();
             }
         }
-        self.sleep.sleep_unless(|| self.ready());
+        if !self.engine.has_external_work() {
+            self.sleep.sleep_unless(|| self.ready());
+            return;
+        }
+        // The whole pool idle: what is gathered for external work (a device
+        // module's combined launch) need not wait for its time-out.
+        let last = || {
+            let mut out = Vec::new();
+            self.engine.idle(&mut out);
+            let tasks = out.len();
+            for task in out {
+                self.injector.push(task);
+            }
+            self.sleep.wake(tasks);
+        };
+        self.sleep
+            .sleep_unless_or_last(|| self.ready(), self.stealers.len(), last);
     }
 
     /// One pool thread's task loop, until the job is finished and no task
