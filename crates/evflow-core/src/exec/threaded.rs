@@ -48,7 +48,8 @@ struct Pool {
 #[derive(Default)]
 struct Sleep {
     sleepers: CachePadded<AtomicUsize>,
-    lock: Mutex<()>,
+    /// Counts the loops that stopped sleeping.
+    lock: Mutex<u64>,
     signal: Condvar,
 }
 
@@ -85,23 +86,30 @@ impl Sleep {
     /// Like [`Self::sleep_unless`]; the loop that would make `loops` loops
     /// asleep (the whole pool idle) first runs `last` without the lock (it
     /// may push work and wake loops), then sleeps unless `ready` holds.
-    /// Counting in under the lock makes one loop, the last one, see it.
-    fn sleep_unless_or_last(&self, ready: impl Fn() -> bool, loops: usize, last: impl FnOnce()) {
+    /// Counting in under the lock makes one loop, the last one, see it; if
+    /// another loop woke and went back to sleep while `last` ran (it was
+    /// not the last then: this one was not counted), the pool went through
+    /// another idle spell, and `last` runs again.
+    fn sleep_unless_or_last(&self, ready: impl Fn() -> bool, loops: usize, mut last: impl FnMut()) {
         let mut guard = lock(&self.lock);
-        let asleep = self.sleepers.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut asleep = self.sleepers.fetch_add(1, Ordering::SeqCst) + 1;
         fence(Ordering::SeqCst);
-        if asleep >= loops && !ready() {
+        let mut seen = None;
+        while asleep >= loops && seen != Some(*guard) && !ready() {
+            seen = Some(*guard);
             self.sleepers.fetch_sub(1, Ordering::SeqCst);
             drop(guard);
             last();
             guard = lock(&self.lock);
-            self.sleepers.fetch_add(1, Ordering::SeqCst);
+            asleep = self.sleepers.fetch_add(1, Ordering::SeqCst) + 1;
             fence(Ordering::SeqCst);
         }
         while !ready() {
             guard = self.signal.wait(guard).unwrap_or_else(|p| p.into_inner());
         }
-        drop(guard);
+        // Counted out under the lock, so that a loop running `last` sees
+        // every wake-up that happened meanwhile.
+        *guard += 1;
         self.sleepers.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -334,6 +342,72 @@ mod tests {
             sleep.wake_all();
         });
         assert_eq!(taken.load(Ordering::SeqCst), ITEMS);
+    }
+
+    /// Loops that run out of work in rounds: in each round exactly one of
+    /// them, the last, runs the hook, and work the hook hands in wakes
+    /// every loop (as an idle pool's external work does).
+    #[test]
+    fn the_last_loop_to_sleep_runs_the_hook_once_per_idle_spell() {
+        const LOOPS: usize = 4;
+        const ROUNDS: u32 = 200;
+        let sleep = Sleep::default();
+        let queue = Injector::<u32>::new();
+        let hooks = AtomicUsize::new(0);
+        let done = AtomicBool::new(false);
+        // Each round's hook hands in one task per loop; the last round's
+        // ends the test.
+        let round = AtomicUsize::new(0);
+        let (finished, watch) = std::sync::mpsc::channel::<()>();
+        let mut hung = false;
+        std::thread::scope(|s| {
+            // A lost hook would leave every loop asleep: stop them, fail.
+            let (sleep, done, hung) = (&sleep, &done, &mut hung);
+            s.spawn(move || {
+                if watch
+                    .recv_timeout(std::time::Duration::from_secs(30))
+                    .is_err()
+                {
+                    *hung = true;
+                    done.store(true, Ordering::SeqCst);
+                    sleep.wake_all();
+                }
+            });
+            let mut loops = Vec::new();
+            for _ in 0..LOOPS {
+                loops.push(s.spawn(|| {
+                    loop {
+                        if let Steal::Success(_) = queue.steal() {
+                            continue;
+                        }
+                        if done.load(Ordering::SeqCst) {
+                            return;
+                        }
+                        let ready = || done.load(Ordering::SeqCst) || !queue.is_empty();
+                        sleep.sleep_unless_or_last(ready, LOOPS, || {
+                            hooks.fetch_add(1, Ordering::SeqCst);
+                            if round.fetch_add(1, Ordering::SeqCst) + 1 == ROUNDS as usize {
+                                done.store(true, Ordering::SeqCst);
+                                sleep.wake_all();
+                            } else {
+                                for i in 0..LOOPS as u32 {
+                                    queue.push(i);
+                                }
+                                sleep.wake(LOOPS);
+                            }
+                        });
+                    }
+                }));
+            }
+            for l in loops {
+                l.join().unwrap();
+            }
+            finished.send(()).unwrap();
+        });
+        assert!(!hung, "every loop slept, no hook ran");
+        // A round ends only when every loop is out of work again, and only
+        // the last one's hook runs: one per round.
+        assert_eq!(hooks.load(Ordering::SeqCst), ROUNDS as usize);
     }
 
     /// Rounds of one task per sleeping loop: each round's wake-ups must
