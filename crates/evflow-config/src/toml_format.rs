@@ -751,7 +751,9 @@ fn toml_error(text: &str, e: &toml::de::Error, at: Origin<'_>) -> ConfigFileErro
     };
     let (line, column) = common::line_column(text, span.start);
     let mut context = String::new();
-    if let Some((index, label)) = module_at(text, &span) {
+    if let Some((index, label)) =
+        module_at(text, &span).or_else(|| module_by_lines(text, span.start))
+    {
         context = match label {
             Some(label) => format!("module '{label}': "),
             None => format!("module #{}: ", index + 1),
@@ -804,6 +806,59 @@ fn module_at(text: &str, span: &Range<usize>) -> Option<(usize, Option<String>)>
                 .map(str::to_string);
             (i, label)
         })
+}
+
+/// The module holding byte `offset` of a file that does not parse (so
+/// [`module_at`] cannot say): found by its `[[module]]` header line, with
+/// the label of a `label = "..."` line of its block, if it has one.
+fn module_by_lines(text: &str, offset: usize) -> Option<(usize, Option<String>)> {
+    let mut index = None;
+    let mut headers = 0;
+    let mut position = 0;
+    let mut label = None;
+    for line in text.split_inclusive('\n') {
+        let start = position;
+        position += line.len();
+        let is_module =
+            line.trim().strip_prefix("[[").is_some() && header_name(line) == Some("module");
+        if is_module {
+            if start > offset {
+                break;
+            }
+            index = Some(headers);
+            headers += 1;
+            label = None;
+            continue;
+        }
+        match header_name(line) {
+            // Another table: the module's block ends (sub-tables of the
+            // module, `[module.x]`, are still in it).
+            Some(name) if !name.starts_with("module.") => {
+                if start > offset {
+                    break;
+                }
+                index = None;
+            }
+            _ => {}
+        }
+        if index.is_some() && label.is_none() {
+            label = string_value_of(line, "label");
+        }
+    }
+    index.map(|i| (i, label))
+}
+
+/// The string of a `key = "value"` (or `'value'`) line, if `line` is one.
+fn string_value_of(line: &str, key: &str) -> Option<String> {
+    let (k, v) = line.trim().split_once('=')?;
+    if k.trim() != key {
+        return None;
+    }
+    let v = v.trim();
+    let quote = v.chars().next().filter(|c| matches!(c, '"' | '\''))?;
+    let rest = &v[1..];
+    let end = rest.find(quote)?;
+    Some(rest[..end].to_string())
 }
 
 /// Lines of `text` up to the one holding byte `offset`, last first.

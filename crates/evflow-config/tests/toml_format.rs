@@ -803,3 +803,32 @@ fn syntax_errors_name_only_the_key_they_are_in() {
     ));
     assert!(e.contains("times: "), "{e}");
 }
+
+/// A syntax error inside a `[[module]]` table (the file does not parse, so
+/// no table is read) still names the module: by its label, wherever in its
+/// table the label is, or by its number without one.
+#[test]
+fn syntax_errors_in_a_module_name_the_module() {
+    let e = error(&with_module(
+        "label = \"b\"\ntype = \"producer\"\ntime = { mean = 1 ",
+    ));
+    assert!(e.contains("module 'b': time: "), "{e}");
+    let e = error(&with_module(
+        "type = \"producer\"\ntime = 1 2\nlabel = 'late'",
+    ));
+    assert!(e.contains("module 'late': "), "{e}");
+    let e = error(&with_module("type = \"producer\"\ntime = 1 2"));
+    assert!(e.contains("module #2: "), "{e}");
+    // In a sub-table of the module.
+    let e = error(&with_module(
+        "label = \"c\"\ntype = \"producer\"\n[module.device]\nkernel = \"x\" y",
+    ));
+    assert!(e.contains("module 'c': "), "{e}");
+    // After the modules, in another table: not a module's.
+    let e = error(&format!(
+        "{}[process]\nname = \"x\" y\n",
+        with_module("label = \"b\"")
+    ));
+    assert!(!e.contains("module"), "{e}");
+    assert!(e.contains("process: "), "{e}");
+}
