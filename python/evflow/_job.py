@@ -425,6 +425,7 @@ def _run_plan(
     from .cutflow import build
     from .result import Result
     from .source import ParquetSource
+    from .source._common import _TypesWhenEmpty
 
     source = proc.source
     assert source is not None
@@ -434,7 +435,10 @@ def _run_plan(
         raise with_product_hint(e, plan.product_of) from None
 
     job = _evflow.Job(proc.name)
-    if isinstance(source, ParquetSource) and source.engine == "native":
+    # An input of no event still runs one batch of none with the columns'
+    # types (the native reader has no such batch: the Python one runs it).
+    no_event = source.total_events() == 0
+    if isinstance(source, ParquetSource) and source.engine == "native" and not no_event:
         job.set_parquet_source(
             source.files,
             plan.branches,
@@ -446,6 +450,9 @@ def _run_plan(
         )
     else:
         reader = source.reader(plan.branches, proc.weight)
+        if no_event:
+            branches = list(plan.branches)
+            reader = _TypesWhenEmpty(reader, lambda: source.empty_batch(branches, proc.weight))
         job.set_python_source(rt.Numbered(reader, first_batch) if first_batch else reader, source.describe())
     for m in plan.modules:
         job.add_module(**m)

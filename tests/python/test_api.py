@@ -230,6 +230,57 @@ def test_skim_no_event_reaches_keeps_the_column_types(tmp_path: Path) -> None:
     assert str(ak.from_parquet(empty.path).type) == "0 * " + str(ak.from_parquet(full.path).type.content)
 
 
+@pytest.mark.parametrize("kind", ["synthetic", "root", "parquet", "parquet-native"])
+def test_an_input_without_events_gives_a_skim_with_the_branch_types(tmp_path: Path, kind: str) -> None:
+    """An input of no event (an empty file, a selection upstream that kept
+    nothing) gives an empty skim whose branch columns have the types of the
+    same skim of an input with events, not untyped (null) ones; no module
+    is called on it and every count is zero."""
+    import pyarrow as pa
+    import uproot
+
+    def source(events: int) -> ef.source.Source:
+        if kind == "synthetic":
+            return ef.source.synthetic(events, step_size=1_000)
+        met = np.arange(events, dtype=np.float32) * 20
+        jets = ak.values_astype(ak.Array([[1.5, 2.5]] * events if events else [[1.5]])[:events], np.float32)
+        path = tmp_path / f"in{events}.{'root' if kind == 'root' else 'parquet'}"
+        if kind == "root":
+            with uproot.recreate(path) as f:
+                f["Events"] = {"MET_pt": met, "Jet_pt": jets}
+            return ef.source.root(path)
+        table = pa.table({"MET_pt": pa.array(met), "Jet_pt": ak.to_arrow(jets, extensionarray=False)})
+        pq.write_table(table, path)
+        return ef.source.parquet(path, engine="native" if kind == "parquet-native" else "pyarrow")
+
+    calls: list[int] = []
+
+    def skim(events: int) -> tuple[ef.Result, str]:
+        proc = ef.Process("empty-input")
+        proc.source = source(events)
+
+        @proc.filter(consumes=["MET_pt"])
+        def cut(ev):
+            calls.append(len(ev))
+            return ev.MET_pt >= 0
+
+        proc.path("p", [cut])
+        proc.histogram("MET_pt", bins=10, range=(0, 100), after="p")
+        out = proc.output(
+            ef.output.parquet(tmp_path / f"skim{events}.parquet", columns=["MET_pt", "Jet_pt"]), select="p"
+        )
+        return proc.run(threads=2), out.path
+
+    r, empty = skim(0)
+    assert calls == []
+    assert r.events == 0 and r.outputs == {empty: 0}
+    assert r.cutflow["p"].passed == 0 and r.histograms["MET_pt"].sum() == 0
+    _, full = skim(3)
+    assert pq.read_table(full).num_rows == 3
+    assert pq.read_schema(empty).types == pq.read_schema(full).types
+    assert all(t != pa.null() for t in pq.read_schema(empty).types)
+
+
 def test_progress_function_gets_the_totals_last(tmp_path: Path) -> None:
     """A progress function is called while the job runs and, last, with the
     batches and events of the whole job, however short the job."""

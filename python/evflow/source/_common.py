@@ -53,6 +53,37 @@ class Source(ABC):
         """Number of events the source will deliver, if known."""
         return None
 
+    def empty_batch(self, columns: Sequence[str], weight: str | None) -> BatchData | None:
+        """A batch of no event with ``columns`` of the types the input has,
+        or ``None`` when the source cannot tell them. A job whose input has
+        no event runs it, so that skims get their columns' types (those of
+        the same job with events) instead of untyped ones."""
+        return None
+
+
+class _TypesWhenEmpty:
+    """A reader that hands out ``empty()`` (a batch of no event) once
+    when ``reader`` has no batch at all."""
+
+    def __init__(self, reader: Any, empty: Any) -> None:
+        self._reader = reader
+        self._empty = empty
+        self._any = False
+
+    def next_batch(self) -> Any:
+        batch = self._reader.next_batch()
+        if batch is not None:
+            self._any = True
+            return batch
+        if self._any:
+            return None
+        self._any = True
+        return self._empty()
+
+    def __getattr__(self, name: str) -> Any:
+        # Read-ahead statistics and the like come from the reader itself.
+        return getattr(self._reader, name)
+
     @abstractmethod
     def describe(self) -> str: ...
 

@@ -133,6 +133,19 @@ class ParquetSource(Source):
                 yield BatchData(arrays, n, file=path, entry_start=start, entry_stop=start + n, weight=weight)
                 start += n
 
+    def empty_batch(self, columns: Sequence[str], weight: str | None) -> BatchData | None:
+        import awkward as ak
+        import pyarrow.parquet as pq
+
+        from .._runtime import BatchData
+
+        path = self.files[0]
+        empty = pq.read_schema(path).empty_table().select(list(columns))
+        arrays = {c: ak.from_arrow(empty.column(c)) for c in columns}
+        return BatchData(
+            arrays, 0, file=path, where=f"file '{path}', no row (the columns' types)", weight=weight
+        )
+
     def reader(self, columns: Sequence[str], weight: str | None) -> Any:
         return _IterReader(self._pyarrow_batches(columns, weight))
 

@@ -180,6 +180,17 @@ class RootSource(Source):
             raise InputError(f"reading {where}: {type(e).__name__}: {e}") from e
         return BatchData(cols, b - a, file=path, entry_start=a, entry_stop=b, where=where, weight=weight)
 
+    def empty_batch(self, columns: Sequence[str], weight: str | None) -> BatchData | None:
+        from .._runtime import BatchData
+
+        path = self.files[0]
+        where = f"file '{path}', tree '{self.tree}', no entry (the columns' types)"
+        try:
+            cols = self._open(path).arrays(list(columns), entry_start=0, entry_stop=0, library="ak", how=dict)
+        except Exception as e:
+            raise InputError(f"reading {where}: {type(e).__name__}: {e}") from e
+        return BatchData(cols, 0, file=path, entry_start=0, entry_stop=0, where=where, weight=weight)
+
     def reader(self, columns: Sequence[str], weight: str | None) -> Any:
         """Reads steps ahead on worker threads, balanced by :attr:`balancer`."""
         cols = list(columns)

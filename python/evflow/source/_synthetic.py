@@ -130,6 +130,14 @@ class SyntheticSource(Source):
                 weight=weight,
             )
 
+    def empty_batch(self, columns: Sequence[str], weight: str | None) -> BatchData | None:
+        from .._runtime import BatchData
+
+        cols = self.generate(0, 0, 0)
+        return BatchData(
+            {c: cols[c] for c in columns}, 0, file="<synthetic>", where="synthetic, no event", weight=weight
+        )
+
     def reader(self, columns: Sequence[str], weight: str | None) -> Any:
         return _IterReader(self._batches(columns, weight))
 
