@@ -3,6 +3,7 @@ analyzers), paths and histograms, with the checks of their names."""
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -48,6 +49,26 @@ def _names(items: Iterable[Any], what: str) -> list[str]:
     return out
 
 
+def _check_arguments(fn: Callable[..., Any], arguments: str, what: str) -> None:
+    """Refuses a function that cannot be called with the positional
+    ``arguments`` (comma-separated names) the engine passes: a clear error
+    when the module is declared, not a TypeError on the first batch.
+    Callables without a signature (builtins, compiled functions) pass."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    names = [a.strip() for a in arguments.split(",")]
+    try:
+        signature.bind(*names)
+    except TypeError:
+        name = getattr(fn, "__name__", repr(fn))
+        raise ConfigurationError(
+            f"{what}: {name}{signature} cannot be called as {name}({arguments}); "
+            f"it must take {len(names)} positional argument{'s' if len(names) > 1 else ''} ({arguments})"
+        ) from None
+
+
 class Module:
     """A Python module of the process (created by the decorators)."""
 
@@ -68,6 +89,11 @@ class Module:
             raise ConfigurationError(
                 f"module '{label}': device= must be a function fn(ev, xp), not {device!r}"
             )
+        if not callable(fn):
+            raise ConfigurationError(f"module '{label}': {fn!r} is not a function fn(ev)")
+        _check_arguments(fn, "ev", f"module '{label}'")
+        if device is not None:
+            _check_arguments(device, "ev, xp", f"module '{label}': the device implementation")
         if device_required and device is None:
             raise ConfigurationError(f"module '{label}': device_required=True needs a device= implementation")
         if concurrency not in ("shared", "serial", "exclusive"):

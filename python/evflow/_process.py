@@ -33,6 +33,14 @@ if TYPE_CHECKING:
     from .result import Result
 
 
+def _name_of(fn: Any) -> str:
+    """The default label of a module: its function's name."""
+    name = getattr(fn, "__name__", None)
+    if not isinstance(name, str):
+        raise ConfigurationError(f"a module needs a function fn(ev), not {fn!r}")
+    return name
+
+
 class Process:
     """An analysis: a source, Python modules, paths, histograms and outputs.
 
@@ -134,15 +142,15 @@ class Process:
 
             if remote is not None and not isinstance(remote, Remote):
                 raise ConfigurationError(
-                    f"producer '{label or f.__name__}': remote= takes an ef.remote.Remote(...), not {remote!r}"
+                    f"producer '{label or _name_of(f)}': remote= takes an ef.remote.Remote(...), not {remote!r}"
                 )
             p = Producer(
                 f,
-                label or f.__name__,
+                label or _name_of(f),
                 consumes,
                 concurrency,
                 resources,
-                produces=produces or [f.__name__],
+                produces=produces or [_name_of(f)],
                 remote=remote,
                 device=device,
                 device_required=device_required,
@@ -173,7 +181,7 @@ class Process:
         def wrap(f: F) -> Filter:
             m = Filter(
                 f,
-                label or f.__name__,
+                label or _name_of(f),
                 consumes,
                 concurrency,
                 resources,
@@ -203,7 +211,7 @@ class Process:
         def wrap(f: F) -> Analyzer:
             m = Analyzer(
                 f,
-                label or f.__name__,
+                label or _name_of(f),
                 consumes,
                 concurrency,
                 resources,

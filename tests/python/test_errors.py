@@ -506,3 +506,37 @@ def test_data_tool_missing_branch(zmumu_file: Path, tmp_path: Path) -> None:
         text=True,
     )
     assert out.returncode == 1 and "no branch matches ['nothing*']" in out.stderr
+
+
+def test_module_functions_that_cannot_take_their_arguments_are_refused_when_declared() -> None:
+    """A module function must take ``ev`` and a device implementation
+    ``(ev, xp)``: a wrong signature is named when the module is declared,
+    not as a TypeError on the first batch (or, for a device implementation,
+    only on a machine with a device)."""
+    proc = ef.Process("signatures")
+
+    def no_argument():
+        return 1
+
+    def host(ev):
+        return ev.MET_pt
+
+    def device_without_xp(ev):
+        return ev.MET_pt
+
+    with pytest.raises(
+        ef.ConfigurationError, match=r"module 'no_argument': no_argument\(\) cannot be called"
+    ):
+        proc.producer(consumes=["MET_pt"], produces=["x"])(no_argument)
+    with pytest.raises(
+        ef.ConfigurationError, match=r"device implementation: device_without_xp\(ev\).*\(ev, xp\)"
+    ):
+        proc.producer(consumes=["MET_pt"], produces=["x"], device=device_without_xp)(host)
+    with pytest.raises(ef.ConfigurationError, match="needs a function"):
+        proc.filter(consumes=["MET_pt"])(3)  # type: ignore[arg-type]
+    # Defaults, *args and keyword-only arguments with defaults are fine.
+    proc.producer(consumes=["MET_pt"], produces=["a"], label="a")(lambda ev, scale=2: ev.MET_pt * scale)
+    proc.filter(consumes=["MET_pt"], label="b", device=lambda *args: args[0].MET_pt > 0)(
+        lambda ev: ev.MET_pt > 0
+    )
+    proc.analyzer(consumes=["MET_pt"], label="c")(lambda ev, *, k=1: None)
