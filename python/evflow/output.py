@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,32 @@ if TYPE_CHECKING:
     from ._runtime import Events
 
 __all__ = ["ParquetOutput", "parquet"]
+
+#: The manifest of a distributed run's skim directory, written last.
+MANIFEST = "_manifest.json"
+#: The parts of a distributed run's skim directory (and their temporary names).
+PART = re.compile(r"^part-\d{5}\.parquet$|^\.part-\d{5}\.parquet\.evflow-partial-\d+$")
+_MANIFEST_PARTIAL = re.compile(r"^\._manifest\.json\.partial-\d+$")
+
+
+def is_skim_directory(path: str) -> bool:
+    """Whether ``path`` is a directory holding nothing but a distributed
+    run's skim (its parts and manifest, finished or not): a run may replace
+    it."""
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return False
+    return all(PART.match(n) or n == MANIFEST or _MANIFEST_PARTIAL.match(n) for n in names)
+
+
+def remove_skim_directory(path: str) -> None:
+    """Removes a directory that :func:`is_skim_directory` accepted."""
+    for name in os.listdir(path):
+        if PART.match(name) or name == MANIFEST or _MANIFEST_PARTIAL.match(name):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(path, name))
+    os.rmdir(path)
 
 
 class ParquetOutput:
@@ -56,6 +83,11 @@ class ParquetOutput:
             raise ConfigurationError(
                 f"skim '{self.path}': cannot create its directory '{d}' ({e.strerror}; is a part of it a file?)"
             ) from e
+        if os.path.isdir(self.path) and not is_skim_directory(self.path):
+            raise ConfigurationError(
+                f"skim '{self.path}' is a directory with other files than a distributed run's skim parts: "
+                "choose another path"
+            )
         self._tmp = os.path.join(d, f".{name}.evflow-partial-{os.getpid()}")
         self._writer = None
         self._rows = 0
@@ -123,6 +155,14 @@ class ParquetOutput:
             self._writer.close()
             self._writer = None
         assert self._tmp is not None
+        if os.path.isdir(self.path):
+            # A distributed run's skim of the same path (checked when the
+            # job started): this run's file replaces it, as it would a file.
+            if not is_skim_directory(self.path):
+                raise ConfigurationError(
+                    f"skim '{self.path}' became a directory with other files during the job"
+                )
+            remove_skim_directory(self.path)
         os.replace(self._tmp, self.path)
         self._tmp = None
         return self.path

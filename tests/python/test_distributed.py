@@ -403,6 +403,61 @@ def test_a_failed_job_leaves_no_skim_part_of_a_chunk_still_running(
     assert [n for n in os.listdir(skim) if n.endswith(".parquet")] == []
 
 
+def test_single_process_and_distributed_skims_replace_each_other(
+    client: Any, files: dict[str, list[str]], tmp_path: Path
+) -> None:
+    """The same analysis run in one process and on a cluster, in either
+    order, writing its skim to the same path: each run replaces the earlier
+    run's skim (a file, or a directory of parts), as a rerun of the same
+    kind does; a failed run leaves the earlier skim whole; a directory with
+    files of someone else's is refused before the job starts."""
+    src = ef.source.parquet(files["parquet"][:1], step_size=STEP)
+    skim = tmp_path / "skim.parquet"
+
+    def analysis(fail: bool = False) -> ef.Process:
+        proc = ef.Process("either")
+        proc.source = src
+
+        @proc.filter(consumes=["nMuon"])
+        def sel(ev: ef.Events) -> Any:
+            if fail and ev.info.entry_start == 2 * STEP:
+                raise ValueError("broken batch")
+            return ev.nMuon >= 2
+
+        proc.path("p", [sel])
+        proc.output(ef.output.parquet(skim, columns=["event", "nMuon"]), select="p")
+        return proc
+
+    single = analysis().run(threads=2)
+    rows = single.outputs[str(skim)]
+    assert skim.is_file() and pq.read_table(skim).num_rows == rows
+    reference = pq.read_table(skim)
+    # A failed distributed run leaves the single-process file as it was.
+    with pytest.raises(ef.ModuleError, match="broken batch"):
+        analysis(fail=True).run(client=client, chunk_size=STEP)
+    assert skim.is_file() and pq.read_table(skim).equals(reference)
+    assert sorted(os.listdir(tmp_path)) == ["skim.parquet"]
+    dist = analysis().run(client=client, chunk_size=STEP)
+    assert dist.outputs == {str(skim): rows}
+    assert skim.is_dir() and read_skim(str(skim)).equals(reference)
+    # A failed single-process run leaves the directory; a good one replaces it.
+    with pytest.raises(ef.ModuleError, match="broken batch"):
+        analysis(fail=True).run(threads=2)
+    assert read_skim(str(skim)).equals(reference)
+    again = analysis().run(threads=2)
+    assert again.outputs == {str(skim): rows}
+    assert skim.is_file() and pq.read_table(skim).equals(reference)
+    assert sorted(os.listdir(tmp_path)) == ["skim.parquet"]
+    # Someone else's directory: refused by both, before the job, untouched.
+    os.remove(skim)
+    skim.mkdir()
+    (skim / "notes.txt").write_text("mine")
+    for run in (lambda p: p.run(threads=2), lambda p: p.run(client=client, chunk_size=STEP)):
+        with pytest.raises(ef.ConfigurationError, match="directory with other files"):
+            run(analysis())
+        assert os.listdir(skim) == ["notes.txt"]
+
+
 def _failing_fill(proc: ef.Process, file: str, entry: int) -> ef.Process:
     """Adds a histogram (an end-path module beside the others and the skim)
     whose fill raises on the batch of ``file`` starting at ``entry``."""

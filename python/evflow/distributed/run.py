@@ -11,7 +11,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import sys
 import time
 import uuid
@@ -22,6 +21,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError, EvflowError, InputError, JobError, ModuleError, with_product_hint
+from ..output import MANIFEST, is_skim_directory
+from ..output import PART as _PART
 from .chunks import (
     Chunk,
     ChunkFeed,
@@ -42,15 +43,12 @@ if TYPE_CHECKING:
 
 __all__ = ["MANIFEST", "run"]
 
-#: The file, in a skim's directory, that lists its parts; written last.
-MANIFEST = "_manifest.json"
 #: An analysis pickled to at most this many bytes travels inside each chunk
 #: task (no dependency ties the chunks to one worker); a larger one is
 #: computed once and copied to every worker.
 INLINE_PAYLOAD = 256 * 1024
 #: Chunks in flight per worker thread: one running, the next queued.
 IN_FLIGHT = 2
-_PART = re.compile(r"^part-\d{5}\.parquet$|^\.part-\d{5}\.parquet\.evflow-partial-\d+$")
 
 
 #: How long a failed job with skims waits for the chunks already handed out
@@ -190,11 +188,27 @@ def _absolute(source: Any) -> Any:
     return s
 
 
+def _skim_dir(path: str) -> str:
+    """Where a distributed run writes the parts of the skim at ``path``:
+    there, or, when ``path`` is a file (a single-process run's skim), in a
+    directory beside it that replaces the file when the job succeeded (a
+    failed job leaves the file as it was)."""
+    if os.path.isfile(path):
+        d, name = os.path.split(path)
+        return os.path.join(d, f".{name}.evflow-partial-dir-{os.getpid()}")
+    return path
+
+
 def _prepare_skim_dir(path: str) -> None:
     if os.path.isfile(path):
         raise ConfigurationError(
             f"skim '{path}' is a file; a distributed run writes a skim as a directory of parts "
             "(one per chunk) and a manifest: remove the file or choose another path"
+        )
+    if os.path.isdir(path) and not is_skim_directory(path):
+        raise ConfigurationError(
+            f"skim '{path}' is a directory with other files than a skim's parts and manifest: "
+            "choose another path"
         )
     os.makedirs(path, exist_ok=True)
     for name in os.listdir(path):  # parts of an earlier run: only evflow's own files
@@ -391,7 +405,8 @@ def run(
         if hasattr(template, "files"):
             template.files = []
 
-        skim_dirs = [os.path.abspath(out.path) for out, _sel in proc.outputs]
+        skim_paths = [os.path.abspath(out.path) for out, _sel in proc.outputs]
+        skim_dirs = [_skim_dir(p) for p in skim_paths]
         for d in skim_dirs:
             _prepare_skim_dir(d)
         # Adaptive ordering: a chunk starts from the orders the chunks finished
@@ -509,9 +524,11 @@ def run(
                     wait(list(futures), timeout=DRAIN_TIMEOUT_S)
             for fut in futures:
                 fut.cancel()
-            for d in skim_dirs:  # no partial skim survives a failed job
+            for d, p in zip(skim_dirs, skim_paths, strict=True):  # no partial skim survives a failed job
                 with contextlib.suppress(OSError):
                     _prepare_skim_dir(d)
+                    if d != p:
+                        os.rmdir(d)
             raise
         finally:
             if payload_future is not None:
@@ -523,8 +540,11 @@ def run(
         timing["merge_s"] = merge_s  # on the client, while later chunks run
 
     written = {}
-    for i, ((out, _sel), d) in enumerate(zip(proc.outputs, skim_dirs, strict=True)):
-        written[d] = _finish_skim(d, proc, list(out.columns), merger.skims[i], merger.skim_schemas[i])
+    for i, ((out, _sel), d, p) in enumerate(zip(proc.outputs, skim_dirs, skim_paths, strict=True)):
+        written[p] = _finish_skim(d, proc, list(out.columns), merger.skims[i], merger.skim_schemas[i])
+        if d != p:  # the single-process skim that was there
+            os.remove(p)
+            os.replace(d, p)
     wall = time.perf_counter() - t0
     summaries = merger.summaries
     report = merge_reports(
