@@ -129,6 +129,8 @@ class Producer(Module):
         self.produces = _names(produces, f"produces of '{self.label}'")
         #: how the producer may run on a Dask worker (see evflow.remote)
         self.remote = remote
+        if remote is not None and remote.fn is not None:
+            _check_arguments(remote.fn, "ev", f"producer '{self.label}': the remote implementation")
         if remote is not None and self.device is not None:
             raise ConfigurationError(
                 f"producer '{self.label}': remote= and device= cannot be combined (a batch runs either "

@@ -532,6 +532,9 @@ def test_module_functions_that_cannot_take_their_arguments_are_refused_when_decl
         ef.ConfigurationError, match=r"device implementation: device_without_xp\(ev\).*\(ev, xp\)"
     ):
         proc.producer(consumes=["MET_pt"], produces=["x"], device=device_without_xp)(host)
+    with pytest.raises(ef.ConfigurationError, match=r"remote implementation: no_argument\(\) cannot"):
+        remote = ef.remote.Remote(fn=no_argument, client="tcp://127.0.0.1:1")
+        proc.producer(consumes=["MET_pt"], produces=["x"], remote=remote)(host)
     with pytest.raises(ef.ConfigurationError, match="needs a function"):
         proc.filter(consumes=["MET_pt"])(3)  # type: ignore[arg-type]
     # Defaults, *args and keyword-only arguments with defaults are fine.
