@@ -235,6 +235,9 @@ def sweep(path: Path, name: str, common: list[str], dev, reps: int, statics: boo
         "baseline": med.get("baseline"),
         "baseline_split": median(final["baseline"]) if BASELINE else None,
         "command": f"evflow run {path.name} {' '.join(common)} " + " ".join(dev("SPLIT")),
+        "path": path,
+        "tag": name,
+        "common": common,
     }
 
 
@@ -392,6 +395,63 @@ def simulation(bath: dict, events: int) -> list[tuple]:
     return rows
 
 
+def simulation_measured(bath: dict) -> list[tuple]:
+    """`evflow simulate --times-from REPORT --device none`: the device as
+    one static split's run measured it (its launches' `launch_model`, the
+    host time per call), on a simulated machine without a device; predicts
+    the adaptive run. Works for a GPU's runs as for the emulated device's."""
+    rows = []
+    for key, r in bath.items():
+        mixed = [p for p, _ in r["static"] if 0 < p < 100]
+        if not mixed:
+            rows.append((key, None, r["adaptive"], "no static split with both sides was run", None))
+            continue
+        p = min(mixed, key=lambda x: abs(x - 50))
+        measured = OUT / f"{r['tag']}-fixed:{p}-0.json"
+        out = OUT / f"sim-measured-{r['tag']}.json"
+        common = r["common"]
+        cmd = [
+            str(EVFLOW),
+            "simulate",
+            str(r["path"]),
+            *common[: common.index("-j")],
+            "--cores",
+            common[common.index("-j") + 1],
+            "--events-in-flight",
+            common[common.index("-k") + 1],
+            "--device",
+            "none",
+            "--device-split",
+            "adaptive",
+            "--times-from",
+            str(measured),
+            "--quiet",
+            "--report",
+            str(out),
+        ]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            rows.append((key, None, r["adaptive"], done.stderr.strip(), p))
+            continue
+        sim = json.loads(out.read_text())
+        rows.append((key, sim["report"]["throughput_ev_s"], r["adaptive"], "", p))
+    return rows
+
+
+def print_simulation_measured(bath: dict, device: str) -> None:
+    print(
+        f"5b simulation from a measured run (evflow simulate --times-from the fixed:P run's report) vs the {device} run"
+    )
+    for name, sim, real, err, p in simulation_measured(bath):
+        if sim is None:
+            print(f"  {name}: simulate failed: {err}")
+        else:
+            print(
+                f"  {name}: simulated from fixed:{p} {sim:.0f} ev/s, adaptive run {real:.0f} ev/s "
+                f"({100 * (sim / real - 1):+.1f}%)"
+            )
+
+
 def figure(bath: dict, path: Path, title: str | None = None) -> None:
     try:
         import matplotlib
@@ -468,7 +528,10 @@ def cuda_main(args: argparse.Namespace, only: set[int], reps: int) -> None:
             events = 20000 if args.quick else 100000
             print_prng(prng(events, threads, "cuda", build_it=not args.no_build), threads)
     if 5 in only:
-        print("benchmark 5 runs on the emulated device only (without --device cuda)")
+        if 1 not in only:
+            print("benchmark 5 needs benchmark 1's runs: --only 1,5")
+        else:
+            print_simulation_measured(bath, "GPU")
     print("reports in", OUT)
 
 
@@ -484,7 +547,7 @@ def print_overlap(rows: list[tuple]) -> None:
 def main() -> None:
     global EVFLOW, BASELINE, STEP, MAX_IN_FLIGHT
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", help="benchmarks to run (default 1,2,3,4,5; with --device cuda 1,2,3,4)")
+    ap.add_argument("--only", help="benchmarks to run (default 1,2,3,4,5)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--figure", type=Path)
     ap.add_argument("--device", choices=["emulated", "cuda"], default="emulated")
@@ -537,7 +600,7 @@ def main() -> None:
         except ImportError as missing:
             raise SystemExit("--figure needs matplotlib: pip install .") from missing
     cuda = args.device == "cuda"
-    only = {int(x) for x in (args.only or ("1,2,3,4" if cuda else "1,2,3,4,5")).split(",")}
+    only = {int(x) for x in (args.only or "1,2,3,4,5").split(",")}
     reps = args.reps or (1 if args.quick else 3)
     args.threads = args.threads or os.cpu_count() or 1
     if not args.no_build:
@@ -580,6 +643,7 @@ def main() -> None:
                 print(
                     f"  {name}: simulated {sim:.0f} ev/s, emulated {real:.0f} ev/s ({100 * (sim / real - 1):+.1f}%)"
                 )
+        print_simulation_measured(bath, "emulated")
     print("reports in", OUT)
 
 

@@ -404,6 +404,8 @@ pub struct ModuleTimes {
     /// From a trace, which does not tell a device module's host calls from
     /// its device calls.
     pub from_trace: bool,
+    /// The launches of device modules as the report measured them, by label.
+    pub device_launches: HashMap<String, evflow_device::LaunchModel>,
 }
 
 /// Mean running time per call of every module, from a report or a trace.
@@ -440,6 +442,15 @@ pub fn mean_module_times(path: &Path) -> Result<ModuleTimes, String> {
             .flatten()
         {
             let label = text(d, "label").to_string();
+            if let Some(model) = d.get("launch_model").filter(|m| !m.is_null()) {
+                let model = serde_json::from_value(model.clone()).map_err(|e| {
+                    format!(
+                        "{}: devices: module '{label}': launch_model: {e}",
+                        path.display()
+                    )
+                })?;
+                out.device_launches.insert(label.clone(), model);
+            }
             let calls = num(d, "host_calls");
             if calls > 0.0 {
                 times.insert(label, num(d, "host_s") / calls);

@@ -57,6 +57,7 @@ pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
         ],
     )?;
     let mut loaded = workload.load()?;
+    let mut device_launches = std::collections::HashMap::new();
     if let Some(path) = &args.times_from {
         let mut times = crate::inspect::mean_module_times(path)?;
         if times.from_trace {
@@ -69,7 +70,20 @@ pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
             }
         }
         let matched = apply_times(&mut loaded.process, &times);
-        if matched.matched == 0 {
+        // The device's launches as the run measured them, for the modules
+        // of this configuration that have a device implementation.
+        let models: Vec<String> = loaded
+            .devices
+            .iter()
+            .flat_map(|d| d.models())
+            .map(|m| m.label)
+            .collect();
+        device_launches = times
+            .device_launches
+            .into_iter()
+            .filter(|(label, _)| models.contains(label))
+            .collect();
+        if matched.matched == 0 && device_launches.is_empty() {
             return Err(format!(
                 "--times-from {}: none of the {} modules of {} has a measured time there \
                  (a report or trace of another configuration?)",
@@ -80,6 +94,15 @@ pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
         }
         if !workload.quiet {
             println!("{}", matched.describe(path));
+        }
+        if !workload.quiet && !device_launches.is_empty() {
+            let mut labels: Vec<&str> = device_launches.keys().map(String::as_str).collect();
+            labels.sort_unstable();
+            println!(
+                "device launches of {} from {}: the simulated device follows the run's",
+                labels.join(", "),
+                path.display()
+            );
         }
     }
     // As `evflow run`: the configuration's suggestions when the options
@@ -99,6 +122,7 @@ pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
         trace: false,
         devices: loaded.devices.clone(),
         concurrent_lumis: workload.concurrent_lumis,
+        device_launches,
     };
     if let Some(devices) = &loaded.devices {
         devices.set_options(evflow_device::DeviceOptions {

@@ -279,3 +279,91 @@ fn configured_failures_fail_on_the_device_too() {
         stderr(&out)
     );
 }
+
+/// `evflow simulate --times-from REPORT` simulates the device a run
+/// measured — each device module's launches as `launch_model` gives them —
+/// on a machine without that device (`--device none`): a run's GPU,
+/// predicted elsewhere. Here a report whose device takes 5 ms of kernel per
+/// event bounds the job at 200 events/s, where the host alone would
+/// take `tracking`'s 2 ms on 4 cores (about 1 600 events/s).
+#[test]
+fn simulate_follows_the_device_a_report_measured() {
+    let dir = scratch("measured-device");
+    let config = example();
+    let report = dir.join("measured.json");
+    let measured = serde_json::json!({
+        "modules": [],
+        "devices": [{
+            "label": "tracking",
+            "host_calls": 0,
+            "host_s": 0.0,
+            "launch_model": {
+                "kernel_fixed_s": 0.0,
+                "kernel_per_event_s": 5e-3,
+                "transfer_in_fixed_s": 0.0,
+                "transfer_in_per_byte_s": 0.0,
+                "transfer_out_fixed_s": 0.0,
+                "transfer_out_per_byte_s": 0.0,
+                "overlap": true
+            }
+        }]
+    });
+    std::fs::write(&report, measured.to_string()).unwrap();
+    let prediction = dir.join("prediction.json");
+    let simulate = |times_from: Option<&std::path::Path>| {
+        let mut args = vec![
+            "simulate".to_string(),
+            config.clone(),
+            "--device".into(),
+            "none".into(),
+            "--device-split".into(),
+            "fixed:100".into(),
+            "--cores".into(),
+            "4".into(),
+            "-n".into(),
+            "400".into(),
+            "--report".into(),
+            prediction.to_string_lossy().into_owned(),
+        ];
+        if let Some(path) = times_from {
+            args.extend(["--times-from".into(), path.to_string_lossy().into_owned()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = evflow(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        (stdout(&out), read_json(&prediction))
+    };
+    let (text, doc) = simulate(Some(&report));
+    assert!(text.contains("device launches of tracking from "), "{text}");
+    let throughput = doc["report"]["throughput_ev_s"].as_f64().unwrap();
+    assert!((150.0..=200.0).contains(&throughput), "{throughput}");
+    let d = &doc["devices"][0];
+    assert_eq!(d["label"], "tracking");
+    assert_eq!(d["device_calls"], 400);
+    assert_eq!(d["device"], "the measured device");
+    let kernel = d["kernel_s"].as_f64().unwrap();
+    assert!((kernel - 400.0 * 5e-3).abs() < 1e-6, "{kernel}");
+    // Without the report: no device, the host runs `tracking`.
+    let (_, doc) = simulate(None);
+    let host = doc["report"]["throughput_ev_s"].as_f64().unwrap();
+    assert!(host > 1000.0, "{host}");
+    assert!(doc.get("devices").is_none(), "{doc}");
+    // A launch model that is not one is named with the file and module.
+    let mut bad = measured.clone();
+    bad["devices"][0]["launch_model"]["kernel_per_event_s"] = "fast".into();
+    std::fs::write(&report, bad.to_string()).unwrap();
+    let out = evflow(&[
+        "simulate",
+        &config,
+        "--times-from",
+        report.to_str().unwrap(),
+        "-n",
+        "10",
+    ]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("devices: module 'tracking': launch_model: invalid type"),
+        "{err}"
+    );
+}

@@ -67,5 +67,5 @@ pub use kernels::{
 pub use offload::{DeviceProducer, Offload, offload};
 pub use prng::{RandomService, RandomStats, StreamFill, stream_value};
 pub use split::{Side, SplitController, SplitMode, SplitPoint, SplitTuning};
-pub use stats::{DEVICE_ONLY, DeviceModuleReport, DeviceModuleStats};
+pub use stats::{DEVICE_ONLY, DeviceModuleReport, DeviceModuleStats, LaunchModel, LineFit};
 pub use synthetic::{SyntheticDevice, synthetic_device};

@@ -252,6 +252,7 @@ fn report(shared: &Shared) -> DeviceModuleReport {
         } else {
             state.split.history()
         },
+        shared.device.as_ref().is_some_and(|d| d.overlaps()),
     )
 }
 

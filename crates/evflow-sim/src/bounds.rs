@@ -65,6 +65,7 @@ pub(crate) fn compute(
         trace: false,
         devices: None,
         concurrent_lumis: options.concurrent_lumis,
+        device_launches: Default::default(),
     };
     let model = Model {
         costs: model_costs.costs.clone(),

@@ -153,7 +153,7 @@ pub(crate) fn run_on<Q: Queues>(
     let mut device = options
         .devices
         .as_ref()
-        .and_then(|d| crate::device::SimDevice::new(d, &graph, k));
+        .and_then(|d| crate::device::SimDevice::new(d, &graph, k, &options.device_launches));
 
     // What the engine asks before a module's first phase runs: the same
     // decision, so that simulated and real runs replan alike.

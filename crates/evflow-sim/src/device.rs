@@ -8,7 +8,7 @@ use std::collections::{BinaryHeap, HashMap};
 use evflow_core::graph::Graph;
 use evflow_device::{
     Combiner, DeviceContext, DeviceModel, DeviceModuleReport, DeviceModuleStats, EmulatedConfig,
-    LaunchTimes, Side, SplitController,
+    LaunchModel, LaunchTimes, Side, SplitController,
 };
 
 use crate::time::Time;
@@ -18,6 +18,8 @@ type Item = (usize, u32);
 
 struct ModuleSim {
     model: DeviceModel,
+    /// The launches a run measured, instead of the emulated device's model.
+    measured: Option<LaunchModel>,
     combiner: Combiner<Item>,
     split: SplitController,
     /// Side chosen for the invocation of each event slot.
@@ -52,9 +54,24 @@ pub(crate) struct SimDevice {
 
 impl SimDevice {
     /// The device of `context` for the modules of `graph`, when it is an
-    /// emulated device with synthetic device modules.
-    pub fn new(context: &DeviceContext, graph: &Graph, events_in_flight: usize) -> Option<Self> {
-        let config = context.emulated_config()?.clone();
+    /// emulated device with synthetic device modules, or when a run's
+    /// launches of some of them were measured (`measured`, by label: those
+    /// follow their measured model; with a device that is not emulated,
+    /// only those are simulated on it).
+    pub fn new(
+        context: &DeviceContext,
+        graph: &Graph,
+        events_in_flight: usize,
+        measured: &HashMap<String, LaunchModel>,
+    ) -> Option<Self> {
+        let (config, name) = match context.emulated_config() {
+            Some(config) => (config.clone(), context.device_name()),
+            None if !measured.is_empty() => {
+                (EmulatedConfig::default(), "the measured device".to_string())
+            }
+            None => return None,
+        };
+        let emulated = context.emulated_config().is_some();
         let options = context.options();
         let models = context.models();
         let modules: Vec<Option<ModuleSim>> = graph
@@ -62,7 +79,12 @@ impl SimDevice {
             .iter()
             .map(|node| {
                 let model = models.iter().find(|m| m.label == node.label)?.clone();
+                let launches = measured.get(&node.label).copied();
+                if launches.is_none() && !emulated {
+                    return None;
+                }
                 Some(ModuleSim {
+                    measured: launches,
                     // A serial, exclusive or cloned module keeps its
                     // instances during the external work: no more than
                     // `limit` invocations can wait (as in a run).
@@ -88,7 +110,7 @@ impl SimDevice {
             .collect();
         modules.iter().any(Option::is_some).then_some(Self {
             config,
-            name: context.device_name(),
+            name,
             modules,
             free: [0.0; 3],
             busy_all: 0.0,
@@ -211,11 +233,26 @@ impl SimDevice {
         let sim = self.modules[module].as_mut().expect("a device module");
         let m = &sim.model;
         let n = items.len() as f64;
-        let bw = c.bandwidth_bytes_s.max(1.0);
-        let t_in = c.transfer_latency_s + n * m.bytes_in as f64 / bw;
-        let kernel = c.launch_latency_s + n * m.device_cost_s / c.speedup.max(1e-9);
-        let t_out = c.transfer_latency_s + n * m.bytes_out as f64 / bw;
-        let (end, bottleneck) = if c.overlap {
+        let (t_in, kernel, t_out, overlap) = match &sim.measured {
+            Some(launches) => {
+                let (t_in, kernel, t_out) = launches.times(
+                    items.len(),
+                    m.bytes_in * items.len(),
+                    m.bytes_out * items.len(),
+                );
+                (t_in, kernel, t_out, launches.overlap)
+            }
+            None => {
+                let bw = c.bandwidth_bytes_s.max(1.0);
+                (
+                    c.transfer_latency_s + n * m.bytes_in as f64 / bw,
+                    c.launch_latency_s + n * m.device_cost_s / c.speedup.max(1e-9),
+                    c.transfer_latency_s + n * m.bytes_out as f64 / bw,
+                    c.overlap,
+                )
+            }
+        };
+        let (end, bottleneck) = if overlap {
             let e0 = now.max(self.free[0]) + t_in;
             let e1 = e0.max(self.free[1]) + kernel;
             let e2 = e1.max(self.free[2]) + t_out;
@@ -266,6 +303,7 @@ impl SimDevice {
                     Some(self.name.clone()),
                     has_host.then(|| m.split.mode()),
                     if has_host { m.split.history() } else { &[] },
+                    m.measured.map_or(self.config.overlap, |l| l.overlap),
                 )
             })
             .collect()

@@ -21,6 +21,11 @@ pub struct SimOptions {
     pub devices: Option<evflow_device::DeviceContext>,
     /// Luminosity blocks in flight at once (see `RunOptions::concurrent_lumis`).
     pub concurrent_lumis: usize,
+    /// Device modules whose launches a run measured (by label): their
+    /// launches follow these models instead of the emulated device's, and
+    /// they are simulated on a device even when `devices` has none (the
+    /// run's GPU, simulated on a machine without one).
+    pub device_launches: std::collections::HashMap<String, evflow_device::LaunchModel>,
 }
 
 impl std::fmt::Debug for SimOptions {
@@ -31,6 +36,7 @@ impl std::fmt::Debug for SimOptions {
             .field("overhead_s", &self.overhead_s)
             .field("read_s", &self.read_s)
             .field("concurrent_lumis", &self.concurrent_lumis)
+            .field("device_launches", &self.device_launches)
             .finish()
     }
 }
@@ -46,6 +52,7 @@ impl Default for SimOptions {
             trace: false,
             devices: None,
             concurrent_lumis: evflow_core::DEFAULT_CONCURRENT_LUMIS,
+            device_launches: std::collections::HashMap::new(),
         }
     }
 }
