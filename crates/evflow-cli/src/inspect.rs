@@ -24,6 +24,9 @@ pub struct ReportArgs {
 
 pub fn report(args: &ReportArgs) -> Result<(), String> {
     let mut doc = read_json(&args.file)?;
+    // A run's report has its device modules inside, a simulation's beside
+    // the simulated job's report.
+    let devices = doc.get("devices").cloned();
     // `evflow simulate --report` nests the engine's report of the simulated
     // job under `report`, beside the machine's figures.
     if doc.get("simulated_s").is_some()
@@ -55,6 +58,9 @@ pub fn report(args: &ReportArgs) -> Result<(), String> {
             }
         }
         report_report(&doc, args.top);
+        if let Some(devices) = devices {
+            report_devices(devices, &args.file)?;
+        }
         Ok(())
     } else {
         Err(format!(
@@ -62,6 +68,43 @@ pub fn report(args: &ReportArgs) -> Result<(), String> {
             args.file.display()
         ))
     }
+}
+
+/// The lines `evflow run` prints per device module, and each module's
+/// launch model.
+fn report_devices(devices: Value, path: &Path) -> Result<(), String> {
+    let devices: Vec<evflow_device::DeviceModuleReport> =
+        serde_json::from_value(devices).map_err(|e| format!("{}: devices: {e}", path.display()))?;
+    crate::device::print_summary(&devices);
+    for d in &devices {
+        let Some(m) = d.launch_model else { continue };
+        let rate = |per_byte: f64| {
+            if per_byte > 0.0 {
+                format!("{:.2} GB/s", 1e-9 / per_byte)
+            } else {
+                "no per-byte time".into()
+            }
+        };
+        println!(
+            "  launches of {}: kernel {:.1} µs + {:.2} µs per event; in {:.1} µs + {}; \
+             out {:.1} µs + {}; {}; {} timed out, {} when every event waited",
+            d.label,
+            m.kernel_fixed_s * 1e6,
+            m.kernel_per_event_s * 1e6,
+            m.transfer_in_fixed_s * 1e6,
+            rate(m.transfer_in_per_byte_s),
+            m.transfer_out_fixed_s * 1e6,
+            rate(m.transfer_out_per_byte_s),
+            if m.overlap {
+                "successive launches overlap"
+            } else {
+                "no overlap"
+            },
+            d.timed_out_launches,
+            d.idle_launches,
+        );
+    }
+    Ok(())
 }
 
 fn read_json(path: &Path) -> Result<Value, String> {

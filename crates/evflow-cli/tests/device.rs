@@ -58,6 +58,33 @@ fn emulated_device_run_reports_its_device_modules() {
     assert_eq!(d["bytes_in"], 50 * 262144);
     assert!(d["launches"].as_u64().unwrap() >= 1);
     assert_eq!(d["split"], "fixed:50");
+    let launches = d["launches"].as_u64().unwrap();
+    let started = d["timed_out_launches"].as_u64().unwrap() + d["idle_launches"].as_u64().unwrap();
+    assert!(started <= launches, "{d}");
+    assert_eq!(d["launch_model"]["overlap"], true, "{d}");
+    // `evflow report` shows the device modules as the run printed them,
+    // with their launch models; a report written before those fields
+    // existed still reads.
+    let shown = evflow(&["report", &report_s]);
+    let shown_text = stdout(&shown);
+    assert!(shown.status.success(), "{}", stderr(&shown));
+    assert!(
+        shown_text.contains("device module tracking on emulated:0: 50 host + 50 device calls"),
+        "{shown_text}"
+    );
+    assert!(
+        shown_text.contains("launches of tracking: kernel "),
+        "{shown_text}"
+    );
+    let mut older = doc.clone();
+    for field in ["timed_out_launches", "idle_launches", "launch_model"] {
+        older["devices"][0].as_object_mut().unwrap().remove(field);
+    }
+    std::fs::write(&report, older.to_string()).unwrap();
+    let shown = evflow(&["report", &report_s]);
+    assert!(shown.status.success(), "{}", stderr(&shown));
+    assert!(stdout(&shown).contains("device module tracking on emulated:0"));
+    assert!(!stdout(&shown).contains("launches of tracking"));
 }
 
 #[test]

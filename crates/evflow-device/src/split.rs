@@ -35,7 +35,7 @@
 //! lost throughput × its time / `probe_cost`, so probes off a cliff are
 //! rare from the first one on.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Which side runs an invocation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -74,7 +74,7 @@ impl std::str::FromStr for SplitMode {
 }
 
 /// One decision of the adaptive controller.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SplitPoint {
     /// Seconds since the controller started.
     pub t_s: f64,

@@ -118,8 +118,9 @@ impl DeviceModuleStats {
 /// every call ran there, no split was decided.
 pub const DEVICE_ONLY: &str = "device-only";
 
-/// What one device module did: the `devices` section of `evflow run --report`.
-#[derive(Clone, Debug, Serialize)]
+/// What one device module did: the `devices` section of `evflow run --report`
+/// (read back by `evflow report`; fields added later default when absent).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DeviceModuleReport {
     pub label: String,
     /// The device it ran on (`None`: host only).
@@ -135,10 +136,12 @@ pub struct DeviceModuleReport {
     pub max_events_per_launch: u64,
     /// Launches started by the combining time-out (the others by the
     /// count, or by `idle_launches`).
+    #[serde(default)]
     pub timed_out_launches: u64,
     /// Launches started early because every event in flight waited (end
     /// of input, a run or luminosity-block boundary): nothing else could
     /// join them before the time-out.
+    #[serde(default)]
     pub idle_launches: u64,
     pub bytes_in: u64,
     pub bytes_out: u64,
@@ -153,6 +156,7 @@ pub struct DeviceModuleReport {
     pub mean_launch_s: f64,
     /// The launches' stage times as lines of their size: what `evflow
     /// simulate --times-from` takes as the device's model of this module.
+    #[serde(default)]
     pub launch_model: Option<LaunchModel>,
     /// The fraction sent to the device over time.
     pub split_history: Vec<SplitPoint>,
