@@ -191,33 +191,44 @@ fn the_adaptive_split_goes_to_the_device_when_it_wins() {
     assert!(adaptive > 0.9 * best, "adaptive {adaptive} vs {statics:?}");
 }
 
+/// An emulated device taking every invocation, combined by `combine` for
+/// `events_in_flight` events.
+fn all_on_device(combine: CombinePolicy, events_in_flight: usize) -> DeviceContext {
+    let options = DeviceOptions {
+        split: SplitMode::Fixed(1.0),
+        events_in_flight,
+        host_threads: CORES,
+        combine,
+        ..DeviceOptions::default()
+    };
+    DeviceContext::open(&DeviceChoice::Emulated(EmulatedConfig::default()), options)
+        .unwrap()
+        .0
+}
+
+/// 1 ms on the host, `device_cost_s` on the device, 64 bytes each way.
+fn small(device_cost_s: f64) -> SyntheticDevice {
+    SyntheticDevice {
+        host: Some(Timing::constant(1e-3, Work::Sleep)),
+        device_cost_s,
+        bytes_in: 64,
+        bytes_out: 64,
+        fail_on_events: vec![],
+    }
+}
+
 #[test]
 fn a_serial_device_module_launches_at_once() {
     // A serial module's instance is kept during its external work: one
     // invocation at a time can wait, so a launch must not wait for the
     // (here 1000 s) time-out. 20 events of 1 ms on the device: well under
     // a second of simulated time.
-    let options = DeviceOptions {
-        split: SplitMode::Fixed(1.0),
-        events_in_flight: K,
-        host_threads: CORES,
-        combine: CombinePolicy {
-            timeout_s: 1000.0,
-            ..CombinePolicy::default()
-        },
-        ..DeviceOptions::default()
+    let combine = CombinePolicy {
+        timeout_s: 1000.0,
+        ..CombinePolicy::default()
     };
-    let ctx = DeviceContext::open(&DeviceChoice::Emulated(EmulatedConfig::default()), options)
-        .unwrap()
-        .0;
-    let spec = SyntheticDevice {
-        host: Some(Timing::constant(1e-3, Work::Sleep)),
-        device_cost_s: 1e-3,
-        bytes_in: 64,
-        bytes_out: 64,
-        fail_on_events: vec![],
-    };
-    let tracks = synthetic_device("tracks", spec, &[], &[""], &ctx)
+    let ctx = all_on_device(combine, K);
+    let tracks = synthetic_device("tracks", small(1e-3), &[], &[""], &ctx)
         .unwrap()
         .concurrency(evflow_core::Concurrency::Serial);
     let sim = simulate_module("tracks", tracks, 20, ctx);
@@ -229,28 +240,14 @@ fn a_batch_that_cannot_fill_starts_when_every_event_waits() {
     // 100 events, all on the device, with a count (1000) and a time-out
     // (1000 s) never reached: as in a run, each batch starts once every
     // event in flight waits, and the simulated job takes milliseconds.
-    let options = DeviceOptions {
-        split: SplitMode::Fixed(1.0),
-        events_in_flight: 4096,
-        host_threads: CORES,
-        combine: CombinePolicy {
-            max_events: 1000,
-            timeout_s: 1000.0,
-            ..CombinePolicy::default()
-        },
-        ..DeviceOptions::default()
+    let combine = CombinePolicy {
+        max_events: 1000,
+        timeout_s: 1000.0,
+        ..CombinePolicy::default()
     };
-    let ctx = DeviceContext::open(&DeviceChoice::Emulated(EmulatedConfig::default()), options)
-        .unwrap()
-        .0;
-    let spec = SyntheticDevice {
-        host: Some(Timing::constant(1e-3, Work::Sleep)),
-        device_cost_s: 1e-4,
-        bytes_in: 64,
-        bytes_out: 64,
-        fail_on_events: vec![],
-    };
-    let tracks = synthetic_device("tracks", spec, &[], &[""], &ctx).unwrap();
+    // The count is not capped by the events in flight here.
+    let ctx = all_on_device(combine, 4096);
+    let tracks = synthetic_device("tracks", small(1e-4), &[], &[""], &ctx).unwrap();
     let sim = simulate_module("tracks", tracks, 100, ctx);
     let [d] = sim.devices.as_slice() else {
         panic!("{:?}", sim.devices)
