@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Benchmarks of issue "many cores": framework overhead per thread count,
-the cost of luminosity-block boundaries, and a scaling table measured next
-to the simulator's prediction.
+the cost of luminosity-block boundaries, a scaling table measured next
+to the simulator's prediction, and one process's throughput against the
+capacity of as many sequential processes.
 
-    python3 bench/manycore.py                        # all three
+    python3 bench/manycore.py                        # all four
     python3 bench/manycore.py --only overhead --baseline OLD/evflow
     python3 bench/manycore.py --only lumis,scaling --reps 3
+    python3 bench/manycore.py --only capacity --threads 16 --baseline OLD/evflow   # sleeping modules
+    python3 bench/manycore.py --only capacity --threads 16 --work busy            # on 16 real cores
 
 Uses the CMS reconstruction workloads in ../shared/data/cms-reco/. Every
 ratio compares runs made in this one invocation, interleaved; the median of
@@ -150,12 +153,59 @@ def bench_scaling(reps: int, baseline: Path | None) -> None:
             )
 
 
+def bench_capacity(reps: int, baseline: Path | None) -> None:
+    """One process of T threads (T events in flight, then 2T) against T
+    sequential processes run at once (their summed rates: the machine's
+    capacity for the job), per workload; modules work their configured
+    time x0.001 (``--work``: with ``sleep``, T sleeping threads emulate T
+    cores on a smaller machine)."""
+    t = THREADS_SCALING[-1]
+    binaries = [("this build", EVFLOW)] + ([("baseline", baseline)] if baseline else [])
+    print(f"capacity ({t} threads against {t} sequential processes; modules {WORK} x0.001)")
+    for name in ("hipileup", "minbias"):
+        config = WORKLOADS[name]
+        n = 150 if name == "hipileup" else 600
+        common = ["--time-scale", "0.001", "--work", WORK]
+        capacity: list[float] = []
+        rates: dict[tuple[str, int], list[float]] = {}
+        for _ in range(reps):
+            procs = []
+            for i in range(t):
+                report = OUT / f"cap-{name}-{i}.json"
+                cmd = [str(EVFLOW), "run", str(config), "--quiet", "--report", str(report), *common]
+                cmd += ["--executor", "sequential", "--events", str(n // 4 + 10)]
+                procs.append((subprocess.Popen(cmd), report))
+            total = 0.0
+            for proc, report in procs:
+                if proc.wait() != 0:
+                    raise SystemExit(f"a sequential process of {name} failed")
+                total += json.loads(report.read_text())["throughput_ev_s"]
+            capacity.append(total)
+            for label, binary in binaries:
+                for k in (t, 2 * t):
+                    args = ["--threads", str(t), "--events-in-flight", str(k), "--events", str(n * t // 4)]
+                    rates.setdefault((label, k), []).append(
+                        run(binary, config, *common, *args)["throughput_ev_s"]
+                    )
+        cap = median(capacity)
+        print(f"  {name}: {t} sequential processes {cap:9.1f} events/s")
+        for (label, k), xs in rates.items():
+            print(
+                f"    {label:<11} {k:>3} in flight: {median(xs):9.1f} events/s = {median(xs) / cap:.3f} of capacity"
+            )
+
+
 THREADS_OVERHEAD: tuple[int, ...] = (1, 2)
 THREADS_SCALING: tuple[int, ...] = (1, 2, 4, 8, 16)
 EVENTS = 4000
 WORK = "sleep"
 
-BENCHES = {"overhead": bench_overhead, "lumis": bench_lumis, "scaling": bench_scaling}
+BENCHES = {
+    "overhead": bench_overhead,
+    "lumis": bench_lumis,
+    "scaling": bench_scaling,
+    "capacity": bench_capacity,
+}
 
 
 def main() -> int:
@@ -164,13 +214,21 @@ def main() -> int:
     )
     parser.add_argument("--only", default="overhead,lumis,scaling")
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--baseline", type=Path, help="another evflow binary to compare with (overhead)")
     parser.add_argument(
-        "--threads", type=int, nargs="+", help="thread counts (overhead: 1 2; scaling: 1..16)"
+        "--baseline", type=Path, help="another evflow binary to compare with (overhead, capacity)"
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        nargs="+",
+        help="thread counts (overhead: 1 2; scaling: 1..16; capacity: the last)",
     )
     parser.add_argument("--events", type=int, default=4000, help="events of the overhead runs")
     parser.add_argument(
-        "--work", choices=["sleep", "busy"], default="sleep", help="scaling: how modules spend their time"
+        "--work",
+        choices=["sleep", "busy"],
+        default="sleep",
+        help="scaling, capacity: how modules spend their time",
     )
     parser.add_argument("--no-build", action="store_true", help="use target/release/evflow as it is")
     args = parser.parse_args()
