@@ -231,8 +231,10 @@ impl Pool {
                     break;
                 }
                 // Keep the first follow-up here (depth first: an event's next
-                // module runs while its products are warm; a read decided
-                // first runs at once); let idle threads steal the rest.
+                // module runs while its products are warm; a run granted a
+                // serial resource, or else a read, is decided first and runs
+                // at once); this loop takes the newest of the rest next (a
+                // read decided last after a grant), idle threads the oldest.
                 let mut follow_ups = out.drain(..);
                 let Some(first) = follow_ups.next() else {
                     break;
