@@ -458,6 +458,35 @@ def test_single_process_and_distributed_skims_replace_each_other(
         assert os.listdir(skim) == ["notes.txt"]
 
 
+def test_a_skim_of_an_input_without_events_has_the_branch_types_on_a_cluster(
+    client: Any, tmp_path: Path
+) -> None:
+    """An input without events runs no chunk: the manifest still keeps the
+    branch columns' types, as the single-process skim of the same input."""
+    path = tmp_path / "empty.parquet"
+    jets = pa.array([], pa.list_(pa.float32()))
+    pq.write_table(pa.table({"MET_pt": pa.array([], pa.float32()), "Jet_pt": jets}), path)
+
+    def analysis(skim: Path) -> ef.Process:
+        proc = ef.Process("nothing")
+        proc.source = ef.source.parquet(path)
+
+        @proc.producer(consumes=["MET_pt"], produces=["met2"])
+        def met2(ev: ef.Events) -> Any:
+            return ev.MET_pt * 2
+
+        proc.output(ef.output.parquet(skim, columns=["MET_pt", "Jet_pt", "met2"]))
+        return proc
+
+    single = tmp_path / "single.parquet"
+    analysis(single).run(threads=1)
+    dist = analysis(tmp_path / "dist").run(client=client)
+    assert dist.events == 0 and dist.outputs == {str(tmp_path / "dist"): 0}
+    types = read_skim(str(tmp_path / "dist")).schema.types
+    assert types == pq.read_schema(single).types
+    assert types[:2] == [pa.float32(), pa.list_(pa.float32())] and types[2] == pa.null()
+
+
 def _failing_fill(proc: ef.Process, file: str, entry: int) -> ef.Process:
     """Adds a histogram (an end-path module beside the others and the skim)
     whose fill raises on the batch of ``file`` starting at ``entry``."""

@@ -4,11 +4,9 @@ manifests."""
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import copy
 import hashlib
-import json
 import logging
 import os
 import sys
@@ -21,8 +19,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError, EvflowError, InputError, JobError, ModuleError, with_product_hint
-from ..output import MANIFEST, is_skim_directory
-from ..output import PART as _PART
+from ..output import MANIFEST
 from .chunks import (
     Chunk,
     ChunkFeed,
@@ -35,6 +32,7 @@ from .chunks import (
     source_kind,
 )
 from .merge import Merger, merge_reports
+from .skims import finish_skim, input_types, prepare_skim_dir, skim_dir
 from .task import run_chunk
 
 if TYPE_CHECKING:
@@ -186,59 +184,6 @@ def _absolute(source: Any) -> Any:
     if hasattr(s, "files"):
         s.files = [os.path.abspath(f) if os.path.exists(f) else f for f in s.files]
     return s
-
-
-def _skim_dir(path: str) -> str:
-    """Where a distributed run writes the parts of the skim at ``path``:
-    there, or, when ``path`` is a file (a single-process run's skim), in a
-    directory beside it that replaces the file when the job succeeded (a
-    failed job leaves the file as it was)."""
-    if os.path.isfile(path):
-        d, name = os.path.split(path)
-        return os.path.join(d, f".{name}.evflow-partial-dir-{os.getpid()}")
-    return path
-
-
-def _prepare_skim_dir(path: str) -> None:
-    if os.path.isfile(path):
-        raise ConfigurationError(
-            f"skim '{path}' is a file; a distributed run writes a skim as a directory of parts "
-            "(one per chunk) and a manifest: remove the file or choose another path"
-        )
-    if os.path.isdir(path) and not is_skim_directory(path):
-        raise ConfigurationError(
-            f"skim '{path}' is a directory with other files than a skim's parts and manifest: "
-            "choose another path"
-        )
-    os.makedirs(path, exist_ok=True)
-    for name in os.listdir(path):  # parts of an earlier run: only evflow's own files
-        if _PART.match(name) or name == MANIFEST:
-            os.remove(os.path.join(path, name))
-
-
-def _finish_skim(
-    path: str, proc: Process, columns: list[str], parts: list[dict[str, Any]], schema: bytes | None
-) -> int:
-    rows = sum(p["rows"] for p in parts)
-    manifest: dict[str, Any] = {
-        "process": proc.name,
-        "columns": columns,
-        "rows": rows,
-        "parts": parts,
-    }
-    if schema is not None:
-        # The columns' types (an Arrow IPC schema, base64): a skim no event
-        # reaches has no part to tell them.
-        manifest["schema"] = base64.b64encode(schema).decode("ascii")
-    tmp = os.path.join(path, f".{MANIFEST}.partial-{os.getpid()}")
-    with open(tmp, "w") as f:
-        json.dump(manifest, f, indent=1)
-    os.replace(tmp, os.path.join(path, MANIFEST))
-    for name in os.listdir(path):  # temporary files of killed tasks
-        if name.startswith(".part-") and "evflow-partial" in name:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(path, name))
-    return rows
 
 
 def _warn_analyzers(proc: Process) -> None:
@@ -406,9 +351,9 @@ def run(
             template.files = []
 
         skim_paths = [os.path.abspath(out.path) for out, _sel in proc.outputs]
-        skim_dirs = [_skim_dir(p) for p in skim_paths]
+        skim_dirs = [skim_dir(p) for p in skim_paths]
         for d in skim_dirs:
-            _prepare_skim_dir(d)
+            prepare_skim_dir(d)
         # Adaptive ordering: a chunk starts from the orders the chunks finished
         # before it was dispatched chose and, with `adaptive`, from what their
         # planners measured, merged (handed in with the task: no lookup).
@@ -526,7 +471,7 @@ def run(
                 fut.cancel()
             for d, p in zip(skim_dirs, skim_paths, strict=True):  # no partial skim survives a failed job
                 with contextlib.suppress(OSError):
-                    _prepare_skim_dir(d)
+                    prepare_skim_dir(d)
                     if d != p:
                         os.rmdir(d)
             raise
@@ -541,7 +486,8 @@ def run(
 
     written = {}
     for i, ((out, _sel), d, p) in enumerate(zip(proc.outputs, skim_dirs, skim_paths, strict=True)):
-        written[p] = _finish_skim(d, proc, list(out.columns), merger.skims[i], merger.skim_schemas[i])
+        schema = merger.skim_schemas[i] or input_types(source, list(out.columns))
+        written[p] = finish_skim(d, proc, list(out.columns), merger.skims[i], schema)
         if d != p:  # the single-process skim that was there
             os.remove(p)
             os.replace(d, p)

@@ -1,0 +1,88 @@
+"""The skim directories of a distributed run: where the parts go, the
+cleanup of an earlier or failed run, and the manifest written last."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigurationError, EvflowError
+from ..output import MANIFEST, PART, is_skim_directory
+
+if TYPE_CHECKING:
+    from .._process import Process
+
+
+def skim_dir(path: str) -> str:
+    """Where a distributed run writes the parts of the skim at ``path``:
+    there, or, when ``path`` is a file (a single-process run's skim), in a
+    directory beside it that replaces the file when the job succeeded (a
+    failed job leaves the file as it was)."""
+    if os.path.isfile(path):
+        d, name = os.path.split(path)
+        return os.path.join(d, f".{name}.evflow-partial-dir-{os.getpid()}")
+    return path
+
+
+def prepare_skim_dir(path: str) -> None:
+    if os.path.isfile(path):
+        raise ConfigurationError(
+            f"skim '{path}' is a file; a distributed run writes a skim as a directory of parts "
+            "(one per chunk) and a manifest: remove the file or choose another path"
+        )
+    if os.path.isdir(path) and not is_skim_directory(path):
+        raise ConfigurationError(
+            f"skim '{path}' is a directory with other files than a skim's parts and manifest: "
+            "choose another path"
+        )
+    os.makedirs(path, exist_ok=True)
+    for name in os.listdir(path):  # parts of an earlier run: only evflow's own files
+        if PART.match(name) or name == MANIFEST:
+            os.remove(os.path.join(path, name))
+
+
+def input_types(source: Any, columns: list[str]) -> bytes:
+    """A skim's columns' types when no chunk told them (an input without
+    events: no chunk ran), as a single-process run has them: a branch's
+    from the input (``Source.empty_batch``), null for a product."""
+    import pyarrow as pa
+
+    from ..output import ParquetOutput
+
+    fields = []
+    for c in columns:
+        try:
+            batch = source.empty_batch([c], None)
+        except (EvflowError, KeyError, OSError, ValueError):
+            batch = None  # not a branch of the input: a product
+        kind = pa.null() if batch is None else ParquetOutput._arrow(batch.columns[c]).type
+        fields.append(pa.field(c, kind))
+    return bytes(pa.schema(fields).serialize().to_pybytes())
+
+
+def finish_skim(
+    path: str, proc: Process, columns: list[str], parts: list[dict[str, Any]], schema: bytes | None
+) -> int:
+    rows = sum(p["rows"] for p in parts)
+    manifest: dict[str, Any] = {
+        "process": proc.name,
+        "columns": columns,
+        "rows": rows,
+        "parts": parts,
+    }
+    if schema is not None:
+        # The columns' types (an Arrow IPC schema, base64): a skim no event
+        # reaches has no part to tell them.
+        manifest["schema"] = base64.b64encode(schema).decode("ascii")
+    tmp = os.path.join(path, f".{MANIFEST}.partial-{os.getpid()}")
+    with open(tmp, "w") as f:
+        json.dump(manifest, f, indent=1)
+    os.replace(tmp, os.path.join(path, MANIFEST))
+    for name in os.listdir(path):  # temporary files of killed tasks
+        if name.startswith(".part-") and "evflow-partial" in name:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(path, name))
+    return rows
