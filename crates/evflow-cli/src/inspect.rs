@@ -57,6 +57,16 @@ pub fn report(args: &ReportArgs) -> Result<(), String> {
                 ));
             }
         }
+        // A report's lists must be lists: anything else is another file,
+        // not a report of no modules.
+        for key in ["modules", "paths", "stalls", "failed_events", "orderings"] {
+            if doc.get(key).is_some_and(|v| !v.is_array()) {
+                return Err(format!(
+                    "{}: '{key}' is not a list: not a report written by evflow",
+                    args.file.display()
+                ));
+            }
+        }
         report_report(&doc, args.top);
         if let Some(devices) = devices {
             report_devices(devices, &args.file)?;

@@ -231,6 +231,13 @@ fn bad_input_gets_a_clear_error() {
             vec!["report".into(), write(&dir, "junk.json", "{\"x\": 1}")],
             "neither an evflow report",
         ),
+        (
+            vec![
+                "report".into(),
+                write(&dir, "lists.json", "{\"modules\": [], \"paths\": 3}"),
+            ],
+            "'paths' is not a list: not a report written by evflow",
+        ),
     ];
     for (args, expected) in cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
