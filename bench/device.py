@@ -419,6 +419,7 @@ def simulation_measured(bath: dict) -> list[tuple]:
             common[common.index("-j") + 1],
             "--events-in-flight",
             common[common.index("-k") + 1],
+            *common[common.index("-k") + 2 :],  # the run's own combining options
             "--device",
             "none",
             "--device-split",
