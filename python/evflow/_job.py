@@ -437,8 +437,8 @@ def _run_plan(
     job = _evflow.Job(proc.name)
     # An input of no event still runs one batch of none with the columns'
     # types (the native reader has no such batch: the Python one runs it).
-    no_event = source.total_events() == 0
-    if isinstance(source, ParquetSource) and source.engine == "native" and not no_event:
+    native = isinstance(source, ParquetSource) and source.engine == "native"
+    if native and source.total_events() != 0:
         job.set_parquet_source(
             source.files,
             plan.branches,
@@ -449,10 +449,10 @@ def _run_plan(
             entry_start=source.entry_start,
         )
     else:
-        reader = source.reader(plan.branches, proc.weight)
-        if no_event:
-            branches = list(plan.branches)
-            reader = _TypesWhenEmpty(reader, lambda: source.empty_batch(branches, proc.weight))
+        branches = list(plan.branches)
+        reader = _TypesWhenEmpty(
+            source.reader(branches, proc.weight), lambda: source.empty_batch(branches, proc.weight)
+        )
         job.set_python_source(rt.Numbered(reader, first_batch) if first_batch else reader, source.describe())
     for m in plan.modules:
         job.add_module(**m)

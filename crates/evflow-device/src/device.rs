@@ -43,6 +43,56 @@ pub trait Kernel: Send + Sync {
     ) -> Result<(), String>;
 }
 
+/// The loop of a [`Kernel::run`]: calls `each(item, out)` with every
+/// invocation's input and output bytes, bounds-checked (offsets beyond
+/// the buffers are an error, not a panic); an error names the invocation.
+///
+/// ```
+/// use evflow_device::each_invocation;
+///
+/// // Two invocations: their inputs doubled into their outputs.
+/// let (input, mut output) = ([1u8, 2, 3], [0u8; 3]);
+/// each_invocation(&input, &[0, 1, 3], &mut output, &[0, 1, 3], |item, out| {
+///     for (o, i) in out.iter_mut().zip(item) {
+///         *o = 2 * i;
+///     }
+///     Ok(())
+/// })
+/// .unwrap();
+/// assert_eq!(output, [2, 4, 6]);
+/// // An offset past the input is named, not a panic.
+/// let e = each_invocation(&input, &[0, 9], &mut output, &[0, 1], |_, _| Ok(())).unwrap_err();
+/// assert_eq!(e, "invocation 0: offsets out of the buffers");
+/// ```
+pub fn each_invocation(
+    input: &[u8],
+    in_offsets: &[usize],
+    output: &mut [u8],
+    out_offsets: &[usize],
+    mut each: impl FnMut(&[u8], &mut [u8]) -> Result<(), String>,
+) -> Result<(), String> {
+    for i in 0..in_offsets.len().saturating_sub(1) {
+        let item = in_offsets
+            .get(i + 1)
+            .and_then(|&end| input.get(in_offsets[i]..end));
+        let out = match (out_offsets.get(i), out_offsets.get(i + 1)) {
+            (Some(&start), Some(&end)) => output.get_mut(start..end),
+            _ => None,
+        };
+        let (Some(item), Some(out)) = (item, out) else {
+            return Err(format!("invocation {i}: offsets out of the buffers"));
+        };
+        each(item, out).map_err(|e| format!("invocation {i}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Little-endian 64-bit word `k` of `bytes`, if it has one.
+pub(crate) fn word(bytes: &[u8], k: usize) -> Option<u64> {
+    let b = bytes.get(k * 8..k * 8 + 8)?;
+    Some(u64::from_le_bytes(b.try_into().ok()?))
+}
+
 /// One launch: a batch of invocations of one module's kernel.
 pub struct Launch {
     /// Label of the module (for errors).

@@ -27,7 +27,7 @@ use evflow_core::{Event, ModuleDesc, ModuleError, ModuleResult};
 use evflow_workloads::{consumed_digest, event_key, mix};
 
 use crate::context::{DeviceContext, DeviceModel};
-use crate::device::{DeviceError, Kernel};
+use crate::device::{DeviceError, Kernel, each_invocation};
 use crate::offload::DeviceProducer;
 use crate::synthetic::{Products, build, hash_str};
 
@@ -173,18 +173,9 @@ impl Kernel for ComputeKernel {
         output: &mut [u8],
         outs: &[usize],
     ) -> Result<(), String> {
-        for i in 0..ins.len().saturating_sub(1) {
-            let (Some(item), Some(out)) = (
-                input.get(ins[i]..ins[i + 1]),
-                output.get_mut(outs[i]..outs[i + 1]),
-            ) else {
-                return Err(format!("invocation {i}: offsets out of the buffers"));
-            };
-            self.kind
-                .run_one(item, out)
-                .map_err(|e| format!("invocation {i}: {e}"))?;
-        }
-        Ok(())
+        each_invocation(input, ins, output, outs, |item, out| {
+            self.kind.run_one(item, out)
+        })
     }
 }
 

@@ -58,6 +58,7 @@ pub use context::{DeviceChoice, DeviceContext, DeviceModel, DeviceOptions};
 pub use cuda::{CudaDevice, cuda_present};
 pub use device::{
     Device, DeviceBusy, DeviceError, Kernel, Launch, LaunchDone, LaunchOutput, LaunchTimes,
+    each_invocation,
 };
 pub use emulated::{EmulatedConfig, EmulatedDevice, Faults};
 pub use kernels::{

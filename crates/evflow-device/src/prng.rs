@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use evflow_workloads::mix;
 
-use crate::device::{Device, Kernel, Launch};
+use crate::device::{Device, Kernel, Launch, each_invocation, word};
 
 /// Number `index` of the stream of `seed` (SplitMix64).
 pub fn stream_value(seed: u64, index: u64) -> u64 {
@@ -73,30 +73,18 @@ impl Kernel for StreamFill {
         output: &mut [u8],
         outs: &[usize],
     ) -> Result<(), String> {
-        for i in 0..ins.len().saturating_sub(1) {
-            let item = input
-                .get(ins[i]..ins[i + 1])
-                .ok_or_else(|| format!("invocation {i}: offsets out of the input"))?;
-            let word = |k: usize| {
-                item.get(k * 8..k * 8 + 8)
-                    .and_then(|b| b.try_into().ok())
-                    .map(u64::from_le_bytes)
-                    .ok_or_else(|| {
-                        format!(
-                            "invocation {i}: input of {} bytes, expected 16 (base, seed)",
-                            item.len()
-                        )
-                    })
+        each_invocation(input, ins, output, outs, |item, out| {
+            let (Some(base), Some(seed)) = (word(item, 0), word(item, 1)) else {
+                return Err(format!(
+                    "input of {} bytes, expected 16 (base, seed)",
+                    item.len()
+                ));
             };
-            let (base, seed) = (word(0)?, word(1)?);
-            let out = output
-                .get_mut(outs[i]..outs[i + 1])
-                .ok_or_else(|| format!("invocation {i}: offsets out of the output"))?;
             if out.len() > 8 * self.numbers {
                 // A GPU starts `numbers` threads per invocation: it would
                 // leave the rest unwritten.
                 return Err(format!(
-                    "invocation {i}: {} numbers asked of a fill of at most {}",
+                    "{} numbers asked of a fill of at most {}",
                     out.len() / 8,
                     self.numbers
                 ));
@@ -106,8 +94,8 @@ impl Kernel for StreamFill {
                     &stream_value(seed, base.wrapping_add(k as u64)).to_le_bytes(),
                 );
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 }
 

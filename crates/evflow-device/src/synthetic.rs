@@ -11,7 +11,7 @@ use evflow_workloads::{Timing, configured_failure, consumed_digest, event_key, m
 
 use crate::context::{DeviceContext, DeviceModel};
 use crate::device::DeviceError;
-use crate::device::Kernel;
+use crate::device::{Kernel, each_invocation, word};
 use crate::offload::{DeviceProducer, offload};
 
 /// What a synthetic device module costs and moves per event.
@@ -97,21 +97,20 @@ impl Kernel for SyntheticKernel {
         output: &mut [u8],
         outs: &[usize],
     ) -> Result<(), String> {
-        for i in 0..ins.len().saturating_sub(1) {
-            let item = &input[ins[i]..ins[i + 1]];
+        each_invocation(input, ins, output, outs, |item, out| {
             let (Some(event), Some(inputs)) = (word(item, 0), word(item, 1)) else {
                 return Err(format!(
-                    "invocation {i}: input of {} bytes, expected at least 16",
+                    "input of {} bytes, expected at least 16",
                     item.len()
                 ));
             };
             let value = mix(event ^ self.key).wrapping_add(inputs);
-            let out = output
-                .get_mut(outs[i]..outs[i] + 8)
-                .ok_or_else(|| format!("invocation {i}: output shorter than 8 bytes"))?;
+            let out = out
+                .get_mut(..8)
+                .ok_or_else(|| "output shorter than 8 bytes".to_string())?;
             out.copy_from_slice(&value.to_le_bytes());
-        }
-        Ok(())
+            Ok(())
+        })
     }
 }
 
@@ -134,11 +133,6 @@ extern "C" __global__ void evflow_kernel(const unsigned char* in, const unsigned
 }
 "#
 );
-
-fn word(bytes: &[u8], i: usize) -> Option<u64> {
-    let b = bytes.get(i * 8..i * 8 + 8)?;
-    Some(u64::from_le_bytes(b.try_into().ok()?))
-}
 
 pub(crate) fn hash_str(s: &str) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();

@@ -51,6 +51,7 @@ class ParquetSource(Source):
         self.read_workers = read_workers
         self.read_memory = read_memory
         self.balancer = ReadBalancer(read_workers, prefetch, memory=read_memory)
+        self._footers: dict[tuple[str, int, int], dict[str, Any]] = {}
 
     @property
     def prefetch(self) -> int:
@@ -58,15 +59,29 @@ class ParquetSource(Source):
         first depth, less the batch being decoded)."""
         return max(1, (_setting(self.read_ahead, "prefetch") or 3) - 1)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The footers stay here: a chunk's source travels to a worker.
+        return {**self.__dict__, "_footers": {}}
+
     def _metadata(self, path: str) -> dict[str, Any]:
+        """The file's footer, read once while the file is unchanged (the
+        check of the columns and the count of the rows both need it)."""
         from .. import _evflow
 
-        if not os.path.exists(path):
-            raise MissingFileError(f"Parquet file '{path}' does not exist")
         try:
-            return _evflow.parquet_metadata(path)
+            st = os.stat(path)
+        except OSError:
+            raise MissingFileError(f"Parquet file '{path}' does not exist") from None
+        key = (os.path.abspath(path), st.st_mtime_ns, st.st_size)
+        cached = self._footers.get(key)
+        if cached is not None:
+            return cached
+        try:
+            meta = _evflow.parquet_metadata(path)
         except OSError as e:
             raise InputError(str(e)) from e
+        self._footers[key] = meta
+        return meta
 
     def check(self, columns: Sequence[str]) -> None:
         for path in self.files:
