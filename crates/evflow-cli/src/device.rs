@@ -39,6 +39,11 @@ pub struct DeviceArgs {
     /// limit): then a timed-out batch waits for one to land, growing.
     #[arg(long, default_value_t = CombinePolicy::default().max_in_flight)]
     pub device_max_in_flight: usize,
+    /// Without a limit, a timed-out batch still waits while the device is
+    /// busy with the module's launches when the launches measured so far say
+    /// its own would be mostly fixed cost; this turns that off.
+    #[arg(long)]
+    pub device_no_hold: bool,
     /// Emulated device: kernel launch latency, microseconds.
     #[arg(long, default_value_t = EmulatedConfig::default().launch_latency_s * 1e6)]
     pub device_latency_us: f64,
@@ -136,6 +141,7 @@ impl DeviceArgs {
                 max_events: self.device_batch,
                 timeout_s: non_negative(self.device_timeout_us, "device-timeout-us")? * 1e-6,
                 max_in_flight: self.device_max_in_flight,
+                hold_small_launches: !self.device_no_hold,
             },
             cuda_streams: if self.device_no_overlap {
                 1

@@ -5,6 +5,8 @@
 
 use serde::Serialize;
 
+use crate::launch_costs::LaunchCosts;
+
 /// When a batch is launched.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct CombinePolicy {
@@ -19,20 +21,30 @@ pub struct CombinePolicy {
     /// a small batch would pay a launch's fixed costs for few events — a
     /// busy device fed small launches stays busy and its backlog grows.
     pub max_in_flight: usize,
+    /// Without such a limit (`max_in_flight` 0), hold a timed-out batch
+    /// while the device runs as many of the module's launches as it runs
+    /// at once, when the module's launches measured so far say that one of
+    /// this batch's size would be mostly fixed cost (at least half): the
+    /// batch grows until its launch is worth its fixed cost. Launches whose
+    /// time grows with their bytes are never held (holding only lengthens
+    /// their events' round trips).
+    pub hold_small_launches: bool,
 }
 
 impl Default for CombinePolicy {
     /// 64 invocations or 200 µs, from `bench/device.py` benchmark 2: at 64
     /// invocations per launch the framework cost per invocation is well
-    /// below 5 µs, and 200 µs is a few kernel launches of latency. No limit
-    /// of launches in flight: holding batches back makes them larger but
-    /// each event's round trip longer, which costs event slots where the
-    /// device's time grows with the batch (`--device-max-in-flight`).
+    /// below 5 µs, and 200 µs is a few kernel launches of latency. No fixed
+    /// limit of launches in flight: holding batches back makes them larger
+    /// but each event's round trip longer, which costs event slots where
+    /// the device's time grows with the batch (`--device-max-in-flight`);
+    /// small launches that are mostly fixed cost are held (measured).
     fn default() -> Self {
         Self {
             max_events: 64,
             timeout_s: 200e-6,
             max_in_flight: 0,
+            hold_small_launches: true,
         }
     }
 }
@@ -69,7 +81,12 @@ impl CombinePolicy {
 /// ```
 /// use evflow_device::{CombinePolicy, Combiner};
 ///
-/// let policy = CombinePolicy { max_events: 3, timeout_s: 0.001, max_in_flight: 2 };
+/// let policy = CombinePolicy {
+///     max_events: 3,
+///     timeout_s: 0.001,
+///     max_in_flight: 2,
+///     ..CombinePolicy::default()
+/// };
 /// let mut c = Combiner::new(policy);
 /// assert!(c.push(0.0, 'a').is_none());
 /// assert_eq!(c.deadline(), Some(0.001));
@@ -96,7 +113,20 @@ pub struct Combiner<T> {
     oldest: Option<f64>,
     /// Launches handed out and not yet landed.
     in_flight: usize,
+    /// Launches the device runs at once (its streams or engines).
+    parallel: usize,
+    /// The module's launches: time against size.
+    costs: LaunchCosts,
+    landings: u64,
 }
+
+/// The first launches of a module pay its set-up (buffers, the kernel's
+/// loading), no cost of their size: left out of the fit.
+const WARM_LAUNCHES: u64 = 4;
+
+/// A launch at least this much fixed cost is held back (see
+/// [`CombinePolicy::hold_small_launches`]).
+const HOLD_FIXED_SHARE: f64 = 0.5;
 
 impl<T> Combiner<T> {
     pub fn new(policy: CombinePolicy) -> Self {
@@ -108,6 +138,26 @@ impl<T> Combiner<T> {
             waiting: Vec::new(),
             oldest: None,
             in_flight: 0,
+            parallel: 2,
+            costs: LaunchCosts::default(),
+            landings: 0,
+        }
+    }
+
+    /// How many launches the device runs at once (its streams, or its
+    /// engines with overlap; 2 unless told): fewer in flight never hold a
+    /// batch back by their fixed cost.
+    pub fn with_parallel_launches(mut self, launches: usize) -> Self {
+        self.parallel = launches.max(1);
+        self
+    }
+
+    /// A launch of `events` invocations kept the device's limiting stage
+    /// busy `bottleneck_s` seconds (call it before [`Combiner::landed`]).
+    pub fn record_launch(&mut self, events: usize, bottleneck_s: f64) {
+        self.landings += 1;
+        if self.landings > WARM_LAUNCHES && bottleneck_s.is_finite() {
+            self.costs.add(events, bottleneck_s);
         }
     }
 
@@ -144,7 +194,16 @@ impl<T> Combiner<T> {
 
     /// Whether a timed-out batch now waits for a launch to land.
     pub fn held(&self) -> bool {
-        self.policy.max_in_flight > 0 && self.in_flight >= self.policy.max_in_flight
+        if self.policy.max_in_flight > 0 {
+            return self.in_flight >= self.policy.max_in_flight;
+        }
+        self.policy.hold_small_launches
+            && self.in_flight >= self.parallel
+            && !self.waiting.is_empty()
+            && self
+                .costs
+                .fixed_share(self.waiting.len() as f64)
+                .is_some_and(|share| share >= HOLD_FIXED_SHARE)
     }
 
     /// One of the batches handed out landed (or failed) at `now`; returns
@@ -204,6 +263,7 @@ mod tests {
             max_events: 64,
             timeout_s: 1.0,
             max_in_flight: 0,
+            hold_small_launches: false,
         }
         .for_events_in_flight(4);
         let mut c = Combiner::new(p);
@@ -220,6 +280,7 @@ mod tests {
             max_events: 64,
             timeout_s: 1.0,
             max_in_flight: 0,
+            hold_small_launches: false,
         }
         .for_events_in_flight(16);
         assert_eq!(p.for_events_at_once(None).max_events, 16);
@@ -236,6 +297,7 @@ mod tests {
             max_events: 10,
             timeout_s: 1.0,
             max_in_flight: 0,
+            hold_small_launches: false,
         });
         assert!(c.idle().is_none());
         c.push(0.0, 1);
@@ -257,6 +319,7 @@ mod tests {
             max_events: 10,
             timeout_s: 1.0,
             max_in_flight: 0,
+            hold_small_launches: false,
         });
         c.push(5.0, 1);
         c.push(5.9, 2);
@@ -279,6 +342,7 @@ mod tests {
             max_events: 7,
             timeout_s: 0.5,
             max_in_flight: 0,
+            hold_small_launches: false,
         };
         let mut c = Combiner::new(policy);
         let mut out = Vec::new();
@@ -316,6 +380,7 @@ mod tests {
             max_events: 5,
             timeout_s: 0.3,
             max_in_flight: 2,
+            hold_small_launches: false,
         };
         let mut c = Combiner::new(policy);
         let mut out = Vec::new();
@@ -351,5 +416,116 @@ mod tests {
         assert!(timed_out > 100 && held > 20, "{timed_out} {held}");
         out.extend(c.flush().unwrap_or_default());
         assert_eq!(out, (0..5000).collect::<Vec<_>>());
+    }
+
+    /// Launches of `fixed + per_event × n` seconds: the first
+    /// `WARM_LAUNCHES + 12` of varied sizes, recorded and landed.
+    fn fitted(fixed: f64, per_event: f64) -> Combiner<u32> {
+        let mut c = Combiner::new(CombinePolicy {
+            max_events: 64,
+            timeout_s: 0.001,
+            ..CombinePolicy::default()
+        })
+        .with_parallel_launches(2);
+        for k in 0..WARM_LAUNCHES + 12 {
+            let n = 1 + (k % 4) as usize;
+            for i in 0..n {
+                c.push(0.0, i as u32);
+            }
+            assert!(c.flush().is_some());
+            c.record_launch(n, fixed + per_event * n as f64);
+            c.landed(0.0);
+        }
+        c
+    }
+
+    #[test]
+    fn a_small_batch_of_mostly_fixed_cost_waits_while_the_device_is_busy() {
+        // 1 ms per launch, 50 µs per event: a launch of 2 is 91 % fixed,
+        // one of 30 is 40 %.
+        let mut c = fitted(1e-3, 5e-5);
+        c.push(10.0, 1);
+        assert_eq!(
+            c.poll(10.002),
+            Some(vec![1]),
+            "one launch in flight: not held"
+        );
+        c.push(10.003, 2);
+        assert_eq!(c.poll(10.005), Some(vec![2]));
+        // Two on the device (as many as it runs at once): the next waits, grows.
+        c.push(10.006, 3);
+        c.push(10.0065, 4);
+        assert!(c.held());
+        assert!(c.poll(10.1).is_none());
+        c.record_launch(1, 1.01e-3);
+        assert_eq!(c.landed(10.101), Some(vec![3, 4]), "a landing lets it go");
+        // A batch large enough to be worth its fixed cost is not held.
+        for i in 0..30 {
+            assert!(c.push(10.2, i).is_none());
+        }
+        assert!(c.in_flight() >= 2);
+        assert!(!c.held());
+        // Nothing on the device and nothing else to run: it goes.
+        let mut idle = fitted(1e-3, 5e-5);
+        idle.push(0.0, 7);
+        assert_eq!(idle.idle(), Some(vec![7]));
+    }
+
+    #[test]
+    fn launches_whose_time_grows_with_their_size_are_not_held() {
+        // 10 µs fixed, 1 ms per event (transfer-bound): never mostly fixed.
+        let mut c = fitted(1e-5, 1e-3);
+        for t in 0..3 {
+            c.push(t as f64, t);
+            assert_eq!(c.poll(t as f64 + 0.002), Some(vec![t]));
+        }
+        assert_eq!(c.in_flight(), 3);
+        assert!(!c.held());
+        // Nor when told not to hold, however fixed the cost.
+        let mut never = fitted(1e-3, 1e-6);
+        never.policy.hold_small_launches = false;
+        for t in 0..3 {
+            never.push(t as f64, t);
+            assert_eq!(never.poll(t as f64 + 0.002), Some(vec![t]));
+        }
+    }
+
+    #[test]
+    fn held_small_launches_lose_and_double_nothing() {
+        // Seeded pushes, polls and landings of launches that are mostly
+        // fixed cost: every item leaves once, in order; at most `parallel`
+        // launches are out when a timed-out batch leaves unless it is
+        // large enough to be worth its fixed cost.
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        let mut c = fitted(1e-3, 2e-5);
+        let mut out: Vec<u32> = Vec::new();
+        let mut on_device: Vec<usize> = Vec::new();
+        let (mut now, mut holds) = (1.0, 0);
+        for i in 0..5000u32 {
+            now += rng.gen_range(0.0..0.0005);
+            let r: f64 = rng.gen_range(0.0..1.0);
+            let mut left = None;
+            if r < 0.3 && !on_device.is_empty() {
+                let n = on_device.remove(0);
+                c.record_launch(n, 1e-3 + 2e-5 * n as f64);
+                left = c.landed(now);
+            } else if r < 0.6 {
+                holds += c.held() as u32;
+                left = c.poll(now);
+            }
+            for b in [left, c.push(now, i)].into_iter().flatten() {
+                on_device.push(b.len());
+                out.extend(b);
+            }
+            assert_eq!(c.in_flight(), on_device.len());
+        }
+        assert!(holds > 20, "{holds}");
+        out.extend(c.flush().unwrap_or_default());
+        let mut sorted = out.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 5000);
+        assert!(out.windows(2).all(|w| w[0] < w[1]), "order kept");
     }
 }

@@ -462,6 +462,10 @@ impl Device for CudaDevice {
         self.streams > 1
     }
 
+    fn parallel_launches(&self) -> usize {
+        self.streams
+    }
+
     fn busy(&self) -> DeviceBusy {
         let s = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 * 1e-9;
         DeviceBusy {

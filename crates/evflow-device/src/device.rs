@@ -205,6 +205,11 @@ pub trait Device: Send + Sync {
     fn submit(&self, launch: Launch, done: LaunchDone);
     /// Whether transfers and kernels of successive launches overlap.
     fn overlaps(&self) -> bool;
+    /// How many launches the device works on at once (its streams, or its
+    /// engines): a further launch only queues.
+    fn parallel_launches(&self) -> usize {
+        if self.overlaps() { 2 } else { 1 }
+    }
     /// Busy time of the device's engines so far.
     fn busy(&self) -> DeviceBusy;
 }

@@ -216,6 +216,10 @@ impl Device for EmulatedDevice {
     fn overlaps(&self) -> bool {
         self.config.overlap
     }
+    /// One launch per engine (copy in, kernel, copy out) with overlap.
+    fn parallel_launches(&self) -> usize {
+        if self.config.overlap { 3 } else { 1 }
+    }
     fn busy(&self) -> DeviceBusy {
         let s = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 * 1e-9;
         DeviceBusy {

@@ -46,6 +46,7 @@ mod cuda;
 mod device;
 mod emulated;
 mod kernels;
+mod launch_costs;
 mod offload;
 mod prng;
 mod split;

@@ -142,7 +142,18 @@ impl Shared {
         result: Result<LaunchOutput, DeviceError>,
     ) {
         let overlap = self.device.as_ref().is_some_and(|d| d.overlaps());
+        let bottleneck = result.as_ref().ok().map(|out| {
+            let t = &out.times;
+            if overlap {
+                t.transfer_in_s.max(t.kernel_s).max(t.transfer_out_s)
+            } else {
+                t.transfer_in_s + t.kernel_s + t.transfer_out_s
+            }
+        });
         let mut state = lock(&self.state);
+        if let Some(seconds) = bottleneck {
+            state.combiner.record_launch(waiting.len(), seconds);
+        }
         // A batch held back by this launch may go now.
         let next = state.combiner.landed(self.now());
         if let Some(batch) = next {
@@ -158,12 +169,7 @@ impl Shared {
                 state
                     .stats
                     .launch(waiting.len(), bytes_in, bytes_out, &out.times);
-                let t = &out.times;
-                let bottleneck = if overlap {
-                    t.transfer_in_s.max(t.kernel_s).max(t.transfer_out_s)
-                } else {
-                    t.transfer_in_s + t.kernel_s + t.transfer_out_s
-                };
+                let bottleneck = bottleneck.unwrap_or(0.0);
                 state.split.record_device(waiting.len(), bottleneck);
                 let mut done = Vec::with_capacity(waiting.len());
                 for (i, (id, completion)) in waiting.into_iter().enumerate() {
@@ -286,7 +292,7 @@ pub fn offload(
         kernel,
         epoch: Instant::now(),
         state: Mutex::new(State {
-            combiner: combiner(&options, None),
+            combiner: combiner(&options, None, context.device()),
             split: split(&options, has_device),
             pending: HashMap::new(),
             stats: DeviceModuleStats::default(),
@@ -310,13 +316,18 @@ pub fn offload(
     Ok(ModuleDesc::producer(label, Offload { module, shared }).external_work(true))
 }
 
-fn combiner(options: &DeviceOptions, at_once: Option<usize>) -> Combiner<Item> {
+fn combiner(
+    options: &DeviceOptions,
+    at_once: Option<usize>,
+    device: Option<&Arc<dyn Device>>,
+) -> Combiner<Item> {
     Combiner::new(
         options
             .combine
             .for_events_in_flight(options.events_in_flight)
             .for_events_at_once(at_once),
     )
+    .with_parallel_launches(device.map_or(1, |d| d.parallel_launches()))
 }
 
 /// How many invocations of one instance can wait in its combiner at once:
@@ -453,7 +464,7 @@ impl Offload {
             .unwrap_or_else(|e| e.into_inner());
         let mut state = lock(&self.shared.state);
         if state.combiner.is_empty() {
-            state.combiner = combiner(&options, state.at_once);
+            state.combiner = combiner(&options, state.at_once, self.shared.device.as_ref());
         }
         (options, state)
     }

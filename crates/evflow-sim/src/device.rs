@@ -83,6 +83,7 @@ impl SimDevice {
                 if launches.is_none() && !emulated {
                     return None;
                 }
+                let overlap = launches.map_or(config.overlap, |l| l.overlap);
                 Some(ModuleSim {
                     measured: launches,
                     // A serial, exclusive or cloned module keeps its
@@ -95,7 +96,9 @@ impl SimDevice {
                             .for_events_at_once(
                                 (node.limit != u32::MAX).then_some(node.limit as usize),
                             ),
-                    ),
+                    )
+                    // The simulated device: one launch per engine with overlap.
+                    .with_parallel_launches(if overlap { 3 } else { 1 }),
                     split: SplitController::new(
                         options.split,
                         options.host_threads,
@@ -207,6 +210,7 @@ impl SimDevice {
             }) => {
                 let m = self.modules[module].as_mut().expect("a device module");
                 m.stats.device_calls += items.len() as u64;
+                m.combiner.record_launch(items.len(), bottleneck);
                 m.split.record_device(items.len(), bottleneck);
                 m.split.update(now, self.busy_all);
                 // A batch held back by this launch may go now.
