@@ -189,6 +189,9 @@ def _matches_reference(dist: ef.Result, ref: dict[str, Any], tmp_path: Path) -> 
     assert np.array_equal(rows.column("event").to_numpy(), ref["event"])
     manifest: dict[str, Any] = json.loads((tmp_path / "skim" / MANIFEST).read_text())
     assert manifest["rows"] == len(ref["event"])
+    # The skim directory is an input as it stands: its parts, in order.
+    parts = [str(tmp_path / "skim" / p["file"]) for p in manifest["parts"] if p["file"]]
+    assert ef.source.parquet(tmp_path / "skim").files == parts
     return manifest
 
 

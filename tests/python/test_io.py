@@ -12,6 +12,7 @@ from typing import Any
 
 import awkward as ak
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import uproot
@@ -232,3 +233,92 @@ def test_plot_labels(tmp_path: Path) -> None:
     h.fill(np.arange(10))
     p = plot_histogram(h, tmp_path / "x.png")
     assert Path(p).stat().st_size > 1000
+
+
+def _skim_dir(tmp_path: Path, parts: list[pa.Table | None], schema: pa.Schema) -> Path:
+    """A distributed skim as a run writes it: parts, then the manifest."""
+    import base64
+
+    d = tmp_path / "skim.parquet"
+    d.mkdir(parents=True)
+    listed = []
+    # Parts listed in chunk order, written in another (as workers finish).
+    for chunk, table in reversed(list(enumerate(parts))):
+        name = f"part-{chunk:05d}.parquet" if table is not None else ""
+        if table is not None:
+            pq.write_table(table, d / name)
+        listed.insert(0, {"chunk": chunk, "file": name, "rows": 0 if table is None else table.num_rows})
+    manifest = {
+        "process": "t",
+        "columns": schema.names,
+        "rows": sum(p["rows"] for p in listed),
+        "parts": listed,
+        "schema": base64.b64encode(schema.serialize().to_pybytes()).decode(),
+    }
+    (d / "_manifest.json").write_text(json.dumps(manifest))
+    return d
+
+
+@pytest.mark.parametrize("engine", ["native", "pyarrow"])
+def test_a_distributed_skim_reads_back_as_its_parts_in_order(tmp_path: Path, engine: str) -> None:
+    schema = pa.schema([("event", pa.int64()), ("pt", pa.list_(pa.float32()))])
+    tables = [
+        pa.table({"event": [3, 1], "pt": [[1.0], []]}, schema=schema),
+        None,  # a chunk that selected no event
+        pa.table({"event": [7], "pt": [[2.0, 3.0]]}, schema=schema),
+        pa.table({"event": [2, 9, 4], "pt": [[4.0], [5.0], [6.0, 7.0]]}, schema=schema),
+    ]
+    d = _skim_dir(tmp_path, tables, schema)
+    seen: list[int] = []
+    proc = ef.Process("back")
+    proc.source = ef.source.parquet(d, step_size=2, engine=engine)
+
+    @proc.analyzer(consumes=["event"])
+    def collect(ev: Any) -> None:
+        seen.extend(ak.to_list(ev.event))
+
+    proc.histogram("pt", bins=10, range=(0, 10))
+    r = proc.run(threads=1)
+    assert seen == [3, 1, 7, 2, 9, 4], "manifest order, not the order the parts were written"
+    assert r.histograms["pt"].sum() == 7
+    assert ef.source.auto(d).files == ef.source.parquet(d).files
+
+
+def test_a_skim_without_rows_reads_back_as_no_event_with_its_types(tmp_path: Path) -> None:
+    schema = pa.schema([("event", pa.int64()), ("pt", pa.list_(pa.float32()))])
+    d = _skim_dir(tmp_path, [None, None], schema)
+    proc = ef.Process("back")
+    proc.source = ef.source.parquet(d)
+    proc.output(ef.output.parquet(str(tmp_path / "again.parquet"), columns=["event", "pt"]))
+    r = proc.run(threads=1)
+    assert r.outputs[str(tmp_path / "again.parquet")] == 0
+    assert pq.read_schema(tmp_path / "again.parquet").field("pt").type == pa.list_(pa.float32())
+    with pytest.raises(ef.MissingBranchError, match=r"'ptt'.*did you mean 'pt'"):
+        ef.source.parquet(d).check(["ptt"])
+
+
+def test_directories_that_are_not_complete_skims(tmp_path: Path) -> None:
+    # Parts without the manifest (a run that did not finish): refused, named.
+    partial = tmp_path / "partial"
+    partial.mkdir()
+    pq.write_table(pa.table({"x": [1]}), partial / "part-00000.parquet")
+    with pytest.raises(ef.InputError, match=r"'.*partial' is an incomplete distributed skim"):
+        ef.source.parquet(partial)
+    # A broken manifest names the file.
+    broken = _skim_dir(tmp_path / "b", [pa.table({"x": [1]})], pa.schema([("x", pa.int64())]))
+    (broken / "_manifest.json").write_text("{")
+    with pytest.raises(ef.InputError, match=r"manifest '.*_manifest\.json' is broken"):
+        ef.source.parquet(broken)
+    # Any other directory: its Parquet files in name order.
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    for name, x in [("b.parquet", [2]), ("a.parquet", [1]), ("c.txt", None), ("_meta.parquet", None)]:
+        if x is None:
+            (plain / name).write_text("not parquet")
+        else:
+            pq.write_table(pa.table({"x": x}), plain / name)
+    assert ef.source.parquet(plain).files == [str(plain / "a.parquet"), str(plain / "b.parquet")]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ef.MissingFileError, match=r"'.*empty' holds no Parquet file"):
+        ef.source.parquet(empty)

@@ -23,10 +23,12 @@ def auto(
     read_memory: int | str = "512MB",
 ) -> Source:
     """A ROOT or Parquet source chosen by the files' extension (``.root`` or
-    ``.parquet``/``.parq``/``.pq``); ``tree`` is used for ROOT files only.
+    ``.parquet``/``.parq``/``.pq``, or a directory of Parquet files such as
+    a distributed skim); ``tree`` is used for ROOT files only.
     Lets one analysis run on the original ROOT files and on Parquet copies."""
     names = _files(files)
-    kinds = {os.path.splitext(f)[1].lower() for f in names}
+    # A directory is a Parquet one (a distributed skim, a dataset's files).
+    kinds = {".parquet" if os.path.isdir(f) else os.path.splitext(f)[1].lower() for f in names}
     reading: dict[str, Any] = {"read_workers": read_workers, "prefetch": prefetch, "read_memory": read_memory}
     if kinds <= {".root"}:
         return RootSource(names, tree, step_size, max_events, **reading)

@@ -3,17 +3,67 @@ pyarrow."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError, InputError, MissingFileError
+from ..output import MANIFEST
 
 if TYPE_CHECKING:
     from .._runtime import BatchData
 
 from ._common import PathLike, Setting, Source, _check_max_events, _files, _IterReader, _missing, _setting
 from ._readahead import ReadBalancer
+
+#: the parts of a distributed skim (``output.parquet`` on a cluster)
+_SKIM_PART = re.compile(r"part-\d{5}\.parquet")
+_PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
+
+
+def _expand_directories(files: list[str]) -> tuple[list[str], str | None]:
+    """Directories among ``files``, replaced by their Parquet files: a
+    distributed skim's parts in its manifest's order (the rows of the
+    single-process skim, in order), any other directory's ``*.parquet`` in
+    name order. Returns the files and, when there are none (skims that no
+    event reached), the column types of the first such skim's manifest."""
+    out: list[str] = []
+    schema: str | None = None
+    for path in files:
+        if not os.path.isdir(path):
+            out.append(path)
+            continue
+        manifest = os.path.join(path, MANIFEST)
+        if os.path.isfile(manifest):
+            try:
+                with open(manifest) as f:
+                    m = json.load(f)
+                parts = [os.path.join(path, str(p["file"])) for p in m["parts"] if p.get("file")]
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+                raise InputError(
+                    f"'{path}' is not a readable skim: its manifest '{manifest}' is broken ({type(e).__name__}: {e})"
+                ) from None
+            out.extend(parts)
+            if schema is None and isinstance(m.get("schema"), str):
+                schema = m["schema"]
+            continue
+        names = sorted(os.listdir(path))
+        if any(_SKIM_PART.fullmatch(n) for n in names):
+            raise InputError(
+                f"'{path}' is an incomplete distributed skim: it has parts but no '{MANIFEST}' (written last, "
+                "once every chunk is in); run the job that writes it again"
+            )
+        parquet = [
+            os.path.join(path, n)
+            for n in names
+            if n.lower().endswith(_PARQUET_SUFFIXES) and not n.startswith((".", "_"))
+        ]
+        if not parquet:
+            raise MissingFileError(f"directory '{path}' holds no Parquet file")
+        out.extend(parquet)
+    return out, schema
 
 
 class ParquetSource(Source):
@@ -22,7 +72,9 @@ class ParquetSource(Source):
     the GIL, at most ``prefetch`` batches ahead (both adapted at run time by
     :attr:`balancer` unless fixed), and hands the decoded buffers to numpy
     without copying (read-only arrays); ``engine="pyarrow"`` reads with
-    pyarrow (any Arrow type)."""
+    pyarrow (any Arrow type). A directory stands for its Parquet files: a
+    distributed skim's parts in its manifest's order, any other directory's
+    files in name order."""
 
     def __init__(
         self,
@@ -40,7 +92,12 @@ class ParquetSource(Source):
         _check_max_events(max_events)
         if engine not in ("native", "pyarrow"):
             raise ConfigurationError(f"engine must be 'native' or 'pyarrow', not {engine!r}")
-        self.files = _files(files)
+        self.files, schema = _expand_directories(_files(files))
+        if not self.files and schema is None:
+            raise InputError(f"the skims {_files(files)} have no row and their manifests no column types")
+        #: the columns' types of skims without a row (base64 Arrow IPC), when
+        #: there is no file to read them from
+        self._empty_schema = None if self.files else schema
         self.step_size = int(step_size)
         self.max_events = max_events
         #: first entry read in the first file (a row-group boundary; a chunk
@@ -83,7 +140,20 @@ class ParquetSource(Source):
         self._footers[key] = meta
         return meta
 
+    def _schema(self) -> Any:
+        import base64
+
+        import pyarrow as pa
+
+        assert self._empty_schema is not None
+        return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(self._empty_schema)))
+
     def check(self, columns: Sequence[str]) -> None:
+        if not self.files:
+            have = {f.name: str(f.type) for f in self._schema()}
+            for c in columns:
+                if c not in have:
+                    raise _missing(c, have, "the skim (no row; its manifest's columns)")
         for path in self.files:
             meta = self._metadata(path)
             have = meta["columns"]
@@ -154,8 +224,12 @@ class ParquetSource(Source):
 
         from .._runtime import BatchData
 
-        path = self.files[0]
-        empty = pq.read_schema(path).empty_table().select(list(columns))
+        if self.files:
+            path = self.files[0]
+            schema = pq.read_schema(path)
+        else:
+            path, schema = "a skim without rows", self._schema()
+        empty = schema.empty_table().select(list(columns))
         arrays = {c: ak.from_arrow(empty.column(c)) for c in columns}
         return BatchData(
             arrays, 0, file=path, where=f"file '{path}', no row (the columns' types)", weight=weight
@@ -165,6 +239,8 @@ class ParquetSource(Source):
         return _IterReader(self._pyarrow_batches(columns, weight))
 
     def describe(self) -> str:
+        if not self.files:
+            return "Parquet skim without rows"
         files = self.files[0] if len(self.files) == 1 else f"{len(self.files)} files"
         return f"Parquet {files}"
 
@@ -180,7 +256,9 @@ def parquet(
     read_memory: int | str = "512MB",
 ) -> ParquetSource:
     """Parquet files (one column per branch, e.g. written by
-    ``python -m evflow.data resample``).
+    ``python -m evflow.data resample``), or directories of them: the skim a
+    distributed run writes (``output.parquet`` on a cluster) reads back as
+    its parts in order, the rows of the same job's single-process skim.
 
     The native engine decodes whole row groups on ``read_workers`` threads
     without the GIL, at most ``prefetch`` batches ahead of the engine and
