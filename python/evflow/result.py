@@ -10,6 +10,11 @@ from typing import Any
 from .cutflow import CutFlow
 
 
+def _count(n: object, one: str, many: str) -> str:
+    """``1 thread``, ``2 threads``."""
+    return f"{n} {one if n == 1 else many}"
+
+
 @dataclass
 class Result:
     """The outcome of :meth:`evflow.Process.run`.
@@ -84,8 +89,9 @@ class Result:
         lines = [
             f"process '{self.process}': {self.events} events in {self.wall_s:.3f} s "
             f"({self.throughput:,.0f} ev/s) on "
-            + (f"{r['processes']} processes × " if "processes" in r else "")
-            + f"{r.get('threads')} threads, "
+            + (_count(r["processes"], "process", "processes") + " × " if "processes" in r else "")
+            + _count(r.get("threads"), "thread", "threads")
+            + ", "
             f"{r.get('batches')} batches, peak RSS {r.get('peak_rss_bytes', 0) / 2**20:.0f} MiB",
         ]
         if len(self.cutflow):

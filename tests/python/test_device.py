@@ -326,6 +326,7 @@ def test_summary_names_device_modules() -> None:
     proc, _ = _process()
     text = proc.run(threads=1, device="emulated", device_split="fixed:7").summary()
     assert "device module 'metxy' on emulated (fixed:7, device fraction now 7%)" in text
+    assert " on 1 thread, " in text.splitlines()[0]
 
 
 def test_remote_and_device_are_exclusive() -> None:
