@@ -406,6 +406,24 @@ def test_a_failed_job_leaves_no_skim_part_of_a_chunk_still_running(
     assert [n for n in os.listdir(skim) if n.endswith(".parquet")] == []
 
 
+def test_outputs_are_keyed_by_the_path_as_given(
+    client: Any, files: dict[str, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative skim path is the key of ``result.outputs`` in one process
+    and on a cluster alike (a distributed run keyed it by its absolute path)."""
+    monkeypatch.chdir(tmp_path)
+    proc = ef.Process("relative")
+    proc.source = ef.source.parquet(files["parquet"][:1], step_size=STEP)
+    proc.output(ef.output.parquet("single.parquet", columns=["event"]))
+    single = proc.run(threads=1).outputs
+    proc.outputs.clear()
+    proc.output(ef.output.parquet("dist.parquet", columns=["event"]))
+    dist = proc.run(client=client, chunk_size=STEP).outputs
+    assert list(single) == ["single.parquet"] and list(dist) == ["dist.parquet"]
+    assert single["single.parquet"] == dist["dist.parquet"] > 0
+    assert (tmp_path / "dist.parquet" / MANIFEST).is_file()
+
+
 def test_single_process_and_distributed_skims_replace_each_other(
     client: Any, files: dict[str, list[str]], tmp_path: Path
 ) -> None:

@@ -487,7 +487,8 @@ def run(
     written = {}
     for i, ((out, _sel), d, p) in enumerate(zip(proc.outputs, skim_dirs, skim_paths, strict=True)):
         schema = merger.skim_schemas[i] or input_types(source, list(out.columns))
-        written[p] = finish_skim(d, proc, list(out.columns), merger.skims[i], schema)
+        # Keyed by the path as given, as a single-process run keys them.
+        written[out.path] = finish_skim(d, proc, list(out.columns), merger.skims[i], schema)
         if d != p:  # the single-process skim that was there
             os.remove(p)
             os.replace(d, p)
