@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _device_runner as dr
 from . import _runtime as rt
+from ._bad_files import bad_files_left_out, with_skipped
 from ._fill import add_into, describe, flatten
 from ._first_probe import FirstProbe, Steps
 from ._modules import Analyzer, Filter, Producer
@@ -362,6 +363,7 @@ def run_process(
     first_batch: int = 0,
     ordering_stats: str | None = None,
     print_notice: bool = True,
+    skip_bad_files: bool = False,
 ) -> Result:
     """Runs ``proc``; with ``raw`` the result also holds the engine's
     per-batch records and histogram parts (``result.raw``), from which
@@ -386,21 +388,23 @@ def run_process(
         plan = _Plan(proc, keep_parts=raw, device=dev, device_split=device_split, threads=threads)
         if notice and print_notice:  # a distributed chunk's goes to its client
             print(notice, file=sys.stderr)
-        return _run_plan(
-            plan,
-            proc,
-            threads,
-            events_in_flight,
-            progress,
-            executor,
-            on_error,
-            trace,
-            filter_order,
-            raw,
-            notice,
-            first_batch,
-            ordering_stats,
-        )
+        with bad_files_left_out(proc, plan.branches, skip_bad_files) as skipped:
+            result = _run_plan(
+                plan,
+                proc,
+                threads,
+                events_in_flight,
+                progress,
+                executor,
+                on_error,
+                trace,
+                filter_order,
+                raw,
+                notice,
+                first_batch,
+                ordering_stats,
+            )
+        return with_skipped(result, skipped)
     finally:
         if own_device and dev is not None:
             dev.close()

@@ -407,12 +407,17 @@ class Process:
         ``device_split``: ``"adaptive"`` (measured, to the fastest split) or
         ``"fixed:P"`` (P % of each batch's events on the device).
 
+        ``skip_bad_files=True`` leaves out input files that cannot be read
+        or lack a branch the job reads, before it starts, and lists them in
+        ``result.skipped_files`` (each with its error in the report's
+        ``skipped_files``); without it such a file fails the job, named.
+
         ``client`` (a ``distributed.Client`` or a scheduler address) or
         ``processes=N`` (a local cluster of N worker processes) runs the job
         on Dask, one engine of ``threads`` threads (default 1) per worker, in
-        chunks of about ``chunk_size`` events; ``on_error="skip-chunk"`` and
-        ``skip_bad_files`` apply there. Results are identical to a
-        single-process run (see :mod:`evflow.distributed`).
+        chunks of about ``chunk_size`` events; ``on_error="skip-chunk"``
+        applies there. Results are identical to a single-process run (see
+        :mod:`evflow.distributed`).
 
         A first ``KeyboardInterrupt`` (Ctrl-C) stops reading: the batches in
         flight finish, outputs are closed complete for the events done, and
@@ -441,10 +446,9 @@ class Process:
                 chunk_size=chunk_size,
                 skip_bad_files=skip_bad_files,
             )
-        if on_error == "skip-chunk" or chunk_size is not None or skip_bad_files:
+        if on_error == "skip-chunk" or chunk_size is not None:
             raise ConfigurationError(
-                "on_error='skip-chunk', chunk_size and skip_bad_files apply to distributed runs "
-                "(give client= or processes=)"
+                "on_error='skip-chunk' and chunk_size apply to distributed runs (give client= or processes=)"
             )
         from ._job import run_process
 
@@ -459,6 +463,7 @@ class Process:
             filter_order=filter_order,
             device=device,
             device_split=device_split,
+            skip_bad_files=skip_bad_files,
         )
 
 

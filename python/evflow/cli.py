@@ -105,15 +105,11 @@ def _run(args: argparse.Namespace) -> int:
             dashboard=not args.quiet,
         )
         if not args.quiet:
-            for f in result.skipped_files:
-                print(f"skipped unreadable file {f}")
             for ch in result.skipped_chunks:
                 print(f"skipped chunk {ch['chunk']}: {ch['error']}")
     else:
-        if args.on_error == "skip-chunk" or args.skip_bad_files or args.chunk_size:
-            raise ConfigurationError(
-                "--on-error skip-chunk, --skip-bad-files and --chunk-size need --processes or --scheduler"
-            )
+        if args.on_error == "skip-chunk" or args.chunk_size:
+            raise ConfigurationError("--on-error skip-chunk and --chunk-size need --processes or --scheduler")
         result = proc.run(
             threads=args.threads,
             events_in_flight=args.events_in_flight,
@@ -124,8 +120,11 @@ def _run(args: argparse.Namespace) -> int:
             filter_order=args.filter_order,
             device=args.device,
             device_split=args.device_split,
+            skip_bad_files=args.skip_bad_files,
         )
     if not args.quiet:
+        for f in result.skipped_files:
+            print(f"skipped unreadable file {f}")
         print(result.summary())
     if args.report:
         with open(args.report, "w") as f:
@@ -225,7 +224,9 @@ def parser() -> argparse.ArgumentParser:
         "--chunk-size", type=_count(1), default=None, help="events per Dask task (distributed runs)"
     )
     r.add_argument(
-        "--skip-bad-files", action="store_true", help="leave out unreadable input files (distributed runs)"
+        "--skip-bad-files",
+        action="store_true",
+        help="leave out input files that cannot be read or lack a branch the job reads",
     )
     r.add_argument(
         "--filter-order",

@@ -28,7 +28,7 @@ class Result:
         failed_batches: batches left out with ``on_error="skip"``.
         events: events processed.
         wall_s: wall-clock seconds of the run.
-        skipped_files: input files left out (distributed run with ``skip_bad_files=True``).
+        skipped_files: input files left out (``skip_bad_files=True``).
         skipped_chunks: chunks left out (distributed run with ``on_error="skip-chunk"``):
             one dict per chunk with its index, files and entry ranges, and the error.
     """

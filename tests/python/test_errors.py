@@ -543,3 +543,46 @@ def test_module_functions_that_cannot_take_their_arguments_are_refused_when_decl
         lambda ev: ev.MET_pt > 0
     )
     proc.analyzer(consumes=["MET_pt"], label="c")(lambda ev, *, k=1: None)
+
+
+def test_bad_files_are_left_out_in_one_process_when_asked(tmp_path: Path) -> None:
+    """``skip_bad_files=True`` without a cluster: a missing file, a file that
+    is not Parquet and a file without a branch the job reads are left out
+    before the job and listed (as a distributed run lists them); the
+    histogram is that of the good files alone; the source is the user's
+    again afterwards; with no good file left, the job fails naming them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    good = []
+    for i in range(2):
+        path = tmp_path / f"good{i}.parquet"
+        pq.write_table(pa.table({"x": np.arange(100, dtype=np.float64) + 100 * i}), path)
+        good.append(str(path))
+    broken = tmp_path / "broken.parquet"
+    broken.write_bytes(b"not parquet")
+    other = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"y": [1.0]}), other)
+    missing = str(tmp_path / "missing.parquet")
+    files = [good[0], str(broken), missing, str(other), good[1]]
+
+    def job(paths: list[str]) -> ef.Process:
+        proc = ef.Process("skip")
+        proc.source = ef.source.parquet(paths, step_size=30)
+        proc.histogram("x", bins=10, range=(0, 200))
+        return proc
+
+    with pytest.raises(ef.InputError, match=r"broken\.parquet"):
+        job(files).run(threads=2)
+    proc = job(files)
+    r = proc.run(threads=2, skip_bad_files=True)
+    assert r.skipped_files == [str(broken), missing, str(other)]
+    assert [s["file"] for s in r.report["skipped_files"]] == r.skipped_files
+    assert "branch 'x' not found" in r.report["skipped_files"][2]["error"]
+    reference = job(good).run(threads=1)
+    assert np.array_equal(r.histograms["x"].values(), reference.histograms["x"].values())
+    assert r.events == 200 and proc.source.files == files
+    with pytest.raises(
+        ef.InputError, match=r"no input file can be read: .*broken\.parquet.*missing\.parquet"
+    ):
+        job([str(broken), missing]).run(threads=1, skip_bad_files=True)
