@@ -200,6 +200,9 @@ impl WorkloadArgs {
             eprintln!("evflow: {notice}");
         }
         if !self.quiet {
+            for note in &loaded.notes {
+                eprintln!("evflow: warning: {}: {note}", self.config.display());
+            }
             for warning in never_run(&loaded.process) {
                 eprintln!("evflow: warning: {}: {warning}", self.config.display());
             }

@@ -22,7 +22,14 @@ pub const DEFAULT_NAME: &str = "cms";
 /// The one resource that every `ThreadUnsafe` module holds.
 pub const THREAD_UNSAFE_RESOURCE: &str = "thread-unsafe";
 
-const MODULE_KEYS: [&str; 5] = ["@label", "@type", "threadType", "eventTimes", "toGet"];
+const MODULE_KEYS: [&str; 6] = [
+    "@label",
+    "@type",
+    "threadType",
+    "eventTimes",
+    "toGet",
+    "nRanges",
+];
 
 #[derive(Deserialize)]
 struct RawFile {
@@ -109,8 +116,10 @@ impl Role {
     }
 }
 
-/// The module types this importer knows: (type, role, work).
-const TYPES: [(&str, Role, Work); 4] = [
+/// The module types this importer knows: (type, role, work). The
+/// parallel-for filters (the `_imt` configurations) split each event's time
+/// into `nRanges` ranges run in parallel.
+const TYPES: [(&str, Role, Work); 8] = [
     (
         "demo::EventTimesBusyWaitProducer",
         Role::Producer,
@@ -128,6 +137,26 @@ const TYPES: [(&str, Role, Work); 4] = [
     ),
     (
         "demo::EventTimesSleepingPassFilter",
+        Role::Filter,
+        Work::Sleep,
+    ),
+    (
+        "demo::EventTimesBusyWaitParallelForPassFilter",
+        Role::Filter,
+        Work::Busy,
+    ),
+    (
+        "demo::EventTimesSleepingParallelForPassFilter",
+        Role::Filter,
+        Work::Sleep,
+    ),
+    (
+        "demo::EventTimesBusyWaitTaskStealingParallelForPassFilter",
+        Role::Filter,
+        Work::Busy,
+    ),
+    (
+        "demo::EventTimesSleepingTaskStealingParallelForPassFilter",
         Role::Filter,
         Work::Sleep,
     ),
@@ -192,16 +221,22 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
             }
         }
         if let Some(v) = source.get("iterations") {
-            let n = v.as_u64().ok_or_else(|| {
-                at.setting(
-                    "process.source.iterations",
-                    format!("must be a non-negative integer, not {v}"),
-                )
-            })?;
+            // The toy framework's config generator writes the count as a
+            // string ("100"), which its own reader accepts.
+            let n = v
+                .as_u64()
+                .or_else(|| v.as_str().and_then(|t| t.trim().parse().ok()))
+                .ok_or_else(|| {
+                    at.setting(
+                        "process.source.iterations",
+                        format!("must be a non-negative integer, not {v}"),
+                    )
+                })?;
             iterations = Some(n);
         }
     }
     let mut process = Process::new(name);
+    let mut notes = Vec::new();
     for (role, list) in [(Role::Producer, &p.producers), (Role::Filter, &p.filters)] {
         let key = format!("process.{}", role.list());
         let modules = match list {
@@ -215,7 +250,8 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
             }
         };
         for (i, m) in modules.iter().enumerate() {
-            process.add(build_module(m, role, &format!("{key}[{i}]"), opts, at)?);
+            let key = format!("{key}[{i}]");
+            process.add(build_module(m, role, &key, opts, at, &mut notes)?);
         }
     }
 
@@ -266,6 +302,7 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
         format: Format::CmsJson.name(),
         ordering: evflow_core::ordering::OrderingOptions::default(),
         devices: None,
+        notes,
     })
 }
 
@@ -284,6 +321,7 @@ fn build_module(
     key: &str,
     opts: &LoadOptions,
     at: Origin<'_>,
+    notes: &mut Vec<String>,
 ) -> Result<ModuleDesc, ConfigFileError> {
     let m = object(m, key, at)?;
     let label = match m.get("@label") {
@@ -329,6 +367,31 @@ fn build_module(
             type_role.list(),
             role.list()
         )));
+    }
+
+    match (ty.contains("ParallelFor"), m.get("nRanges")) {
+        (true, None) => {
+            return Err(err(format!(
+                "{ty} needs 'nRanges' (the ranges each event's time is split into)"
+            )));
+        }
+        (true, Some(v)) => {
+            let n = v
+                .as_u64()
+                .filter(|&n| n >= 1)
+                .ok_or_else(|| err(format!("nRanges must be a positive integer, not {v}")))?;
+            notes.push(format!(
+                "module '{label}' ({ty}) splits each event's time into {n} ranges run in \
+                 parallel; evflow runs them one after another on one thread (no parallelism \
+                 within a module's call)"
+            ));
+        }
+        (false, Some(_)) => {
+            return Err(err(format!(
+                "nRanges applies to the parallel-for filters, not to {ty}"
+            )));
+        }
+        (false, None) => {}
     }
 
     let concurrency = match m.get("threadType") {

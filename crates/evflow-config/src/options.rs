@@ -57,6 +57,9 @@ pub struct Loaded {
     /// none); its [`reports`](evflow_device::DeviceContext::reports) give
     /// their figures after the run.
     pub devices: Option<evflow_device::DeviceContext>,
+    /// What the file asks for that evflow runs differently, one sentence
+    /// each (the command line prints them as warnings).
+    pub notes: Vec<String>,
 }
 
 impl fmt::Debug for Loaded {
@@ -71,6 +74,7 @@ impl fmt::Debug for Loaded {
             .field("events", &self.events)
             .field("format", &self.format)
             .field("filter_order", &self.ordering.default)
+            .field("notes", &self.notes)
             .finish()
     }
 }

@@ -251,6 +251,7 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
         format: Format::Toml.name(),
         ordering,
         devices,
+        notes: Vec::new(),
     })
 }
 

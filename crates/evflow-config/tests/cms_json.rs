@@ -466,6 +466,14 @@ fn bad_options() {
         e.contains("process.source.iterations: must be a non-negative integer"),
         "{e}"
     );
+    // The toy framework's generator writes the count as a string.
+    let loaded = load(r#"{"process": {"source": {"iterations": "100"}}}"#).unwrap();
+    assert_eq!(loaded.events, 100);
+    let e = error(r#"{"process": {"source": {"iterations": "many"}}}"#);
+    assert!(
+        e.contains(r#"process.source.iterations: must be a non-negative integer, not "many""#),
+        "{e}"
+    );
     let e = error(r#"{"process": {"source": {"@type": "demo::FileSource", "iterations": 1}}}"#);
     assert!(
         e.contains("process.source.@type: unsupported source"),
@@ -556,4 +564,62 @@ fn garbage_never_panics() {
         let _ = load(text).map(|_| ());
         let _ = load_str(text, Format::Toml, &LoadOptions::default(), ORIGIN).map(|_| ());
     }
+}
+
+#[test]
+fn parallel_for_filters_load_run_and_say_how_they_run() {
+    // The `_imt` configurations: the output filter's time split into
+    // `nRanges` ranges. They load and run, and a note says the ranges run
+    // one after another.
+    for ty in [
+        "demo::EventTimesBusyWaitParallelForPassFilter",
+        "demo::EventTimesSleepingTaskStealingParallelForPassFilter",
+    ] {
+        let text = doc(
+            &[module("raw", BUSY, "")],
+            &[module(
+                "out",
+                ty,
+                r#", "nRanges": 100, "toGet": [{"label": "raw", "product": ""}]"#,
+            )],
+            r#"{"o": ["out"]}"#,
+        );
+        let loaded = load(&text).unwrap();
+        assert_eq!(loaded.notes.len(), 1, "{:?}", loaded.notes);
+        assert!(
+            loaded.notes[0].contains("module 'out'") && loaded.notes[0].contains("100 ranges"),
+            "{:?}",
+            loaded.notes
+        );
+        let report = evflow_core::run(loaded.process, &RunOptions::default()).unwrap();
+        assert_eq!(report.events, 7);
+        assert_eq!(report.paths[0].passed, 7);
+    }
+    // Plain modules have no notes.
+    assert!(load(&good()).unwrap().notes.is_empty());
+    let parallel = "demo::EventTimesBusyWaitParallelForPassFilter";
+    let with = |extra: &str, ty: &str| {
+        error(&doc(
+            &[module("raw", BUSY, "")],
+            &[module("out", ty, extra)],
+            r#"{"o": ["out"]}"#,
+        ))
+    };
+    let e = with("", parallel);
+    assert!(
+        e.contains("module 'out'") && e.contains("needs 'nRanges'"),
+        "{e}"
+    );
+    let e = with(r#", "nRanges": 0"#, parallel);
+    assert!(
+        e.contains("nRanges must be a positive integer, not 0"),
+        "{e}"
+    );
+    let e = with(r#", "nRanges": "many""#, parallel);
+    assert!(e.contains("nRanges must be a positive integer"), "{e}");
+    let e = with(r#", "nRanges": 4"#, FILTER);
+    assert!(
+        e.contains("nRanges applies to the parallel-for filters"),
+        "{e}"
+    );
 }
