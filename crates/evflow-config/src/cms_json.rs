@@ -369,6 +369,7 @@ fn build_module(
         )));
     }
 
+    let mut ranges = 1;
     match (ty.contains("ParallelFor"), m.get("nRanges")) {
         (true, None) => {
             return Err(err(format!(
@@ -380,10 +381,10 @@ fn build_module(
                 .as_u64()
                 .filter(|&n| n >= 1)
                 .ok_or_else(|| err(format!("nRanges must be a positive integer, not {v}")))?;
+            ranges = u32::try_from(n).unwrap_or(u32::MAX);
             notes.push(format!(
-                "module '{label}' ({ty}) splits each event's time into {n} ranges run in \
-                 parallel; evflow runs them one after another on one thread (no parallelism \
-                 within a module's call)"
+                "module '{label}' ({ty}) runs each event's time in up to {n} ranges at once, \
+                 on its thread and idle cores; `evflow simulate` counts that time on one core"
             ));
         }
         (false, Some(_)) => {
@@ -455,7 +456,8 @@ fn build_module(
         }
     }
 
-    let timing = common::timing(seconds, opts.time_scale, opts.work.unwrap_or(type_work));
+    let timing = common::timing(seconds, opts.time_scale, opts.work.unwrap_or(type_work))
+        .with_ranges(ranges);
     let desc = match role {
         Role::Producer => synthetic::producer(label, timing, &[], &[""]),
         Role::Filter => synthetic::filter(label, timing, &[], 1.0, common::seed_from_label(label)),

@@ -569,8 +569,8 @@ fn garbage_never_panics() {
 #[test]
 fn parallel_for_filters_load_run_and_say_how_they_run() {
     // The `_imt` configurations: the output filter's time split into
-    // `nRanges` ranges. They load and run, and a note says the ranges run
-    // one after another.
+    // `nRanges` ranges run at once. They load and run, and a note says how
+    // (and that the simulator counts the time on one core).
     for ty in [
         "demo::EventTimesBusyWaitParallelForPassFilter",
         "demo::EventTimesSleepingTaskStealingParallelForPassFilter",
@@ -587,7 +587,8 @@ fn parallel_for_filters_load_run_and_say_how_they_run() {
         let loaded = load(&text).unwrap();
         assert_eq!(loaded.notes.len(), 1, "{:?}", loaded.notes);
         assert!(
-            loaded.notes[0].contains("module 'out'") && loaded.notes[0].contains("100 ranges"),
+            loaded.notes[0].contains("module 'out'")
+                && loaded.notes[0].contains("100 ranges at once"),
             "{:?}",
             loaded.notes
         );

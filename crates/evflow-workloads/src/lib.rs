@@ -12,7 +12,9 @@
 //! * [`timing`]: [`Timing`] and [`Work`], how a module spends its time;
 //! * [`modules`]: producers, filters, analyzers and outputs, and the
 //!   decision models of filters;
-//! * [`table`]: event tables read from CSV files, and cuts on their columns.
+//! * [`table`]: event tables read from CSV files, and cuts on their columns;
+//! * [`ranges`]: a parallel-for within one module call (the call's time in
+//!   ranges that idle cores help with).
 //!
 //! ```
 //! use evflow_core::{EmptySource, Process, RunOptions, run};
@@ -30,6 +32,7 @@
 //! ```
 
 pub mod modules;
+pub mod ranges;
 pub mod table;
 pub mod timing;
 
@@ -39,6 +42,7 @@ pub use modules::{
     drifting_decision, event_key, filter, filter_with_decision, fraction_decision,
     output_with_tally, passes, passes_id, producer,
 };
+pub use ranges::{RANGE_GRAIN_S, effective_ranges, for_each_range};
 pub use timing::{
     Timing, Work, busy_iterations_per_second, busy_work, configured_failure, sleep_work,
 };

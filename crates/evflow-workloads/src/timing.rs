@@ -35,6 +35,9 @@ pub struct Timing {
     /// Event numbers on which the module returns an error
     /// ([`Timing::with_failures`]).
     fail_on: Arc<[u64]>,
+    /// Ranges each event's time is split into, run at once
+    /// ([`Timing::with_ranges`]; 1: one piece on the calling thread).
+    ranges: u32,
 }
 
 impl Timing {
@@ -50,7 +53,21 @@ impl Timing {
             work,
             jitter: None,
             fail_on: Arc::from(Vec::new()),
+            ranges: 1,
         }
+    }
+    /// Splits each event's time into `ranges` ranges that the calling
+    /// thread and idle cores run at once (a parallel-for within the call,
+    /// [`crate::ranges`]); ranges shorter than
+    /// [`RANGE_GRAIN_S`](crate::RANGE_GRAIN_S) are merged. The time a call
+    /// takes then depends on the cores free; its work does not.
+    pub fn with_ranges(mut self, ranges: u32) -> Self {
+        self.ranges = ranges.max(1);
+        self
+    }
+    /// Ranges each event's time is split into ([`Timing::with_ranges`]).
+    pub fn ranges(&self) -> u32 {
+        self.ranges
     }
     /// Makes the module fail (return an error) on these event numbers: for
     /// exercising error policies end to end.
@@ -108,10 +125,13 @@ impl Timing {
         if seconds <= 0.0 {
             return;
         }
-        match self.work {
-            Work::Busy => busy_work(seconds),
-            Work::Sleep => sleep_work(seconds),
-        }
+        let ranges = crate::ranges::effective_ranges(seconds, self.ranges);
+        let piece = seconds / f64::from(ranges);
+        let work = self.work;
+        crate::ranges::for_each_range(ranges, |_| match work {
+            Work::Busy => busy_work(piece),
+            Work::Sleep => sleep_work(piece),
+        });
     }
     pub(crate) fn cost_model(&self) -> evflow_core::CostModel {
         let timing = self.clone();
