@@ -98,6 +98,7 @@ struct ModuleSpec {
     seed: Option<u64>,
     select_events: Option<Vec<String>>,
     time_jitter: Option<f64>,
+    ranges: Option<u32>,
     #[serde(default)]
     fail_on_events: Vec<u64>,
     cut: Option<String>,
@@ -525,6 +526,12 @@ fn build_module(
             )));
         }
         timing = timing.with_jitter(j, common::seed_from_label(label) ^ 0x7177);
+    }
+    if let Some(r) = m.ranges {
+        if r == 0 {
+            return Err(err("ranges must be at least 1 (got 0)".into()));
+        }
+        timing = timing.with_ranges(r);
     }
     if !m.fail_on_events.is_empty() {
         // Events are numbered from 1: a 0 would never fail, silently.

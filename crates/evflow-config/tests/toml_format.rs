@@ -832,3 +832,20 @@ fn syntax_errors_in_a_module_name_the_module() {
     assert!(!e.contains("module"), "{e}");
     assert!(e.contains("process: "), "{e}");
 }
+
+#[test]
+fn a_module_may_run_its_time_in_ranges() {
+    let text = with_module(
+        "label = \"out\"\ntype = \"filter\"\ntime = 0.02\nranges = 8\nconsumes = [\"a\"]\nconcurrency = \"serial\"\n\n[[path]]\nname = \"p\"\nmodules = [\"out\"]",
+    );
+    let loaded = load(&text).unwrap();
+    let report = evflow_core::run(loaded.process, &evflow_core::RunOptions::default()).unwrap();
+    assert_eq!(report.paths[0].passed, report.events);
+    let e = error(&with_module(
+        "label = \"b\"\ntype = \"producer\"\ntime = 0.1\nranges = 0",
+    ));
+    assert_eq!(
+        e,
+        "demo.toml: module 'b': ranges must be at least 1 (got 0)"
+    );
+}
