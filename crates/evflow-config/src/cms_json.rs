@@ -384,7 +384,7 @@ fn build_module(
             ranges = u32::try_from(n).unwrap_or(u32::MAX);
             notes.push(format!(
                 "module '{label}' ({ty}) runs each event's time in up to {n} ranges at once, \
-                 on its thread and idle cores; `evflow simulate` counts that time on one core"
+                 on its thread and idle cores"
             ));
         }
         (false, Some(_)) => {

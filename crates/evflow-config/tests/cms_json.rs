@@ -569,8 +569,7 @@ fn garbage_never_panics() {
 #[test]
 fn parallel_for_filters_load_run_and_say_how_they_run() {
     // The `_imt` configurations: the output filter's time split into
-    // `nRanges` ranges run at once. They load and run, and a note says how
-    // (and that the simulator counts the time on one core).
+    // `nRanges` ranges run at once. They load and run, and a note says how.
     for ty in [
         "demo::EventTimesBusyWaitParallelForPassFilter",
         "demo::EventTimesSleepingTaskStealingParallelForPassFilter",

@@ -80,6 +80,7 @@ mod job;
 mod module;
 mod options;
 pub mod ordering;
+pub mod parallel_for;
 mod process;
 mod report;
 pub mod schedule;

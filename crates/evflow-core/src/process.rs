@@ -29,6 +29,7 @@ pub struct ModuleDesc {
     pub(crate) select_paths: Vec<String>,
     pub(crate) cost: Option<CostModel>,
     pub(crate) decision: Option<DecisionModel>,
+    pub(crate) ranges: u32,
 }
 
 impl ModuleDesc {
@@ -44,6 +45,7 @@ impl ModuleDesc {
             select_paths: Vec::new(),
             cost: None,
             decision: None,
+            ranges: 1,
         }
     }
     pub fn producer(label: impl Into<String>, module: impl Producer + 'static) -> Self {
@@ -114,6 +116,15 @@ impl ModuleDesc {
     /// Expected time per event, used by the simulated clock.
     pub fn cost_model(mut self, cost: CostModel) -> Self {
         self.cost = Some(cost);
+        self
+    }
+
+    /// The module's call runs its work as a parallel-for of up to `ranges`
+    /// ranges ([`crate::parallel_for`]) that the calling thread and idle
+    /// cores take: the simulated clock shortens the call by the cores idle
+    /// when it starts. 1 (the default): one thread's work.
+    pub fn parallel_ranges(mut self, ranges: u32) -> Self {
+        self.ranges = ranges.max(1);
         self
     }
 
@@ -272,6 +283,11 @@ impl Process {
     /// The cost models of the modules, in module order, for tools that predict.
     pub fn cost_models(&self) -> Vec<Option<CostModel>> {
         self.modules.iter().map(|m| m.cost.clone()).collect()
+    }
+    /// The parallel-for ranges of the modules' calls, in module order (1:
+    /// none; [`ModuleDesc::parallel_ranges`]).
+    pub fn parallel_ranges(&self) -> Vec<u32> {
+        self.modules.iter().map(|m| m.ranges).collect()
     }
     /// The decision models of the modules, in module order.
     pub fn decision_models(&self) -> Vec<Option<DecisionModel>> {

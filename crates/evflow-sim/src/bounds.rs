@@ -69,6 +69,7 @@ pub(crate) fn compute(
     };
     let model = Model {
         costs: model_costs.costs.clone(),
+        ranges: model_costs.ranges.clone(),
         decisions: model_costs.decisions.clone(),
         source: Box::new(Replay(ids.into_iter())),
     };

@@ -26,6 +26,8 @@ mod tests;
 /// What the simulation knows about the modules and the input.
 pub(crate) struct Model {
     pub costs: Vec<Option<CostModel>>,
+    /// Parallel-for ranges of each module's call (1: none).
+    pub ranges: Vec<u32>,
     pub decisions: Vec<Option<DecisionModel>>,
     pub source: Box<dyn Source>,
 }
@@ -170,6 +172,7 @@ pub(crate) fn run_on<Q: Queues>(
         {
             let ctx = Costs {
                 costs: &model.costs,
+                ranges: &model.ranges,
                 slot_index: &ctx_index,
                 options,
                 device: device.as_ref(),
@@ -289,6 +292,7 @@ pub(crate) fn run_on<Q: Queues>(
             Some(next) => {
                 let ctx = Costs {
                     costs: &model.costs,
+                    ranges: &model.ranges,
                     slot_index: &ctx_index,
                     options,
                     device: device.as_ref(),

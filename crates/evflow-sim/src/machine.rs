@@ -4,6 +4,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
+use evflow_core::parallel_for::effective_ranges;
 use evflow_core::schedule::{Phase, Task};
 use evflow_core::{CostModel, TraceSlice};
 
@@ -15,6 +16,8 @@ use crate::time::Time;
 #[derive(Clone, Copy)]
 pub(crate) struct Costs<'a> {
     pub costs: &'a [Option<CostModel>],
+    /// Parallel-for ranges of each module's call (1: none).
+    pub ranges: &'a [u32],
     pub slot_index: &'a [u64],
     pub options: &'a SimOptions,
     /// Device invocations put their products only: no host cost.
@@ -22,8 +25,10 @@ pub(crate) struct Costs<'a> {
 }
 
 impl Costs<'_> {
-    /// Duration of a task that starts now.
-    fn duration(&self, task: &Task) -> f64 {
+    /// Duration of a task that starts now; `idle` counts the other idle
+    /// cores (asked only for a module whose call is a parallel-for: its
+    /// ranges run on its core and on the cores idle when it starts).
+    fn duration(&self, task: &Task, idle: impl FnOnce() -> usize) -> f64 {
         match *task {
             Task::Read { .. } => self.options.read_s,
             Task::Module {
@@ -36,10 +41,17 @@ impl Costs<'_> {
                 self.options.overhead_s
             }
             Task::Module { slot, module, .. } => {
-                self.costs[module]
+                let seconds = self.costs[module]
                     .as_ref()
-                    .map_or(0.0, |cost| cost(self.slot_index[slot]))
-                    + self.options.overhead_s
+                    .map_or(0.0, |cost| cost(self.slot_index[slot]));
+                let ranges = self.ranges.get(module).copied().unwrap_or(1);
+                let at_once = if ranges > 1 {
+                    effective_ranges(seconds, ranges)
+                        .min(u32::try_from(idle().saturating_add(1)).unwrap_or(u32::MAX))
+                } else {
+                    1
+                };
+                seconds / f64::from(at_once.max(1)) + self.options.overhead_s
             }
             Task::Transitions(_) | Task::Finished => 0.0,
         }
@@ -99,7 +111,14 @@ impl<Q: Queues> Machine<Q> {
             self.queues.push_tasks(core, tasks);
             task = next;
         }
-        let duration = costs.duration(&task);
+        let running = &self.running;
+        let duration = costs.duration(&task, || {
+            running
+                .iter()
+                .filter(|r| r.is_none())
+                .count()
+                .saturating_sub(1)
+        });
         if let Task::Module { module, .. } = task {
             self.modules_running += 1;
             module_busy_s[module] += duration;

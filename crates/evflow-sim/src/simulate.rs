@@ -61,6 +61,7 @@ pub fn simulate(mut process: Process, options: &SimOptions) -> Result<Simulation
     let graph = Arc::new(process.compile().map_err(RunError::from)?);
     let model = clock::Model {
         costs: process.cost_models(),
+        ranges: process.parallel_ranges(),
         decisions: process.decision_models(),
         source: process
             .take_source()
@@ -69,6 +70,7 @@ pub fn simulate(mut process: Process, options: &SimOptions) -> Result<Simulation
     let started = std::time::Instant::now();
     let costs_only = clock::Model {
         costs: model.costs.clone(),
+        ranges: model.ranges.clone(),
         decisions: model.decisions.clone(),
         source: Box::new(clock::Replay(Vec::new().into_iter())),
     };

@@ -84,6 +84,7 @@ fn instances(produces: &[&str]) -> Vec<(String, u64)> {
 /// instance name in `produces`.
 pub fn producer(label: &str, timing: Timing, consumes: &[&str], produces: &[&str]) -> ModuleDesc {
     let cost = timing.cost_model();
+    let ranges = timing.ranges();
     let module = SyntheticProducer {
         timing,
         key: hash_str(label),
@@ -93,6 +94,7 @@ pub fn producer(label: &str, timing: Timing, consumes: &[&str], produces: &[&str
         .consumes(consumes.iter().copied())
         .produces(produces.iter().copied())
         .cost_model(cost)
+        .parallel_ranges(ranges)
 }
 
 /// A producer whose instances are built per clone (`cloned(n)`).
@@ -104,6 +106,7 @@ pub fn cloned_producer(
     produces: &[&str],
 ) -> ModuleDesc {
     let cost = timing.cost_model();
+    let ranges = timing.ranges();
     let key = hash_str(label);
     let inst = instances(produces);
     ModuleDesc::cloned(label, n, || {
@@ -116,6 +119,7 @@ pub fn cloned_producer(
     .consumes(consumes.iter().copied())
     .produces(produces.iter().copied())
     .cost_model(cost)
+    .parallel_ranges(ranges)
 }
 
 struct SyntheticFilter {
@@ -143,6 +147,7 @@ pub fn filter(
     seed: u64,
 ) -> ModuleDesc {
     let cost = timing.cost_model();
+    let ranges = timing.ranges();
     ModuleDesc::filter(
         label,
         SyntheticFilter {
@@ -153,6 +158,7 @@ pub fn filter(
     )
     .consumes(consumes.iter().copied())
     .cost_model(cost)
+    .parallel_ranges(ranges)
     .decision_model(Arc::new(move |id| passes_id(id, pass_fraction, seed)))
 }
 
@@ -232,6 +238,7 @@ fn accumulating(
 ) -> (ModuleDesc, Tally) {
     let tally = Tally::default();
     let cost = timing.cost_model();
+    let ranges = timing.ranges();
     let module = Accumulator {
         timing,
         digest: tally.digest.clone(),
@@ -239,7 +246,8 @@ fn accumulating(
     };
     let desc = describe(module)
         .consumes(consumes.iter().copied())
-        .cost_model(cost);
+        .cost_model(cost)
+        .parallel_ranges(ranges);
     (desc, tally)
 }
 
@@ -300,6 +308,7 @@ pub fn filter_with_decision(
     decision: DecisionModel,
 ) -> ModuleDesc {
     let cost = timing.cost_model();
+    let ranges = timing.ranges();
     ModuleDesc::filter(
         label,
         DecidingFilter {
@@ -309,5 +318,6 @@ pub fn filter_with_decision(
     )
     .consumes(consumes.iter().copied())
     .cost_model(cost)
+    .parallel_ranges(ranges)
     .decision_model(decision)
 }

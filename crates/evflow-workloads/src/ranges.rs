@@ -7,41 +7,23 @@
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// Shortest range worth handing to another thread: waking a helper (and,
-/// for sleeping work, a timer) costs tens of µs, so shorter ranges are
-/// merged (as TBB's auto partitioner does).
-pub const RANGE_GRAIN_S: f64 = 100e-6;
+pub use evflow_core::parallel_for::{RANGE_GRAIN_S, effective_ranges};
 
 /// The helper threads: one per core of the machine (the calling thread
 /// works too, so a busy range never waits for a core a helper holds idle).
-fn helpers() -> &'static rayon::ThreadPool {
-    static POOL: OnceLock<rayon::ThreadPool> = OnceLock::new();
+/// `None` when no thread can be started: the ranges then run on the
+/// calling thread.
+fn helpers() -> Option<&'static rayon::ThreadPool> {
+    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
     POOL.get_or_init(|| {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         rayon::ThreadPoolBuilder::new()
             .num_threads(cores)
             .thread_name(|i| format!("evflow-ranges-{i}"))
             .build()
-            // Without threads the ranges still run, on the calling thread.
-            .unwrap_or_else(|_| {
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(1)
-                    .build()
-                    .expect("a one-thread pool")
-            })
+            .ok()
     })
-}
-
-/// How many ranges `seconds` of work in `ranges` ranges is run as: at most
-/// `ranges`, none shorter than [`RANGE_GRAIN_S`], at least one.
-pub fn effective_ranges(seconds: f64, ranges: u32) -> u32 {
-    let by_grain = (seconds / RANGE_GRAIN_S).floor();
-    let by_grain = if by_grain.is_finite() && by_grain >= 1.0 {
-        by_grain.min(f64::from(u32::MAX)) as u32
-    } else {
-        1
-    };
-    ranges.clamp(1, by_grain.max(1))
+    .as_ref()
 }
 
 /// Calls `range(i)` for every `i` in `0..ranges`, each once, on the calling
@@ -74,7 +56,10 @@ pub fn for_each_range(ranges: u32, range: impl Fn(u32) + Sync) {
             range(i);
         }
     };
-    let pool = helpers();
+    let Some(pool) = helpers() else {
+        take();
+        return;
+    };
     let wanted = (ranges - 1).min(u32::try_from(pool.current_num_threads()).unwrap_or(u32::MAX));
     pool.in_place_scope(|s| {
         for _ in 0..wanted {
@@ -89,15 +74,6 @@ mod tests {
     use super::*;
     use std::sync::{Condvar, Mutex};
     use std::time::Duration;
-
-    #[test]
-    fn ranges_are_merged_down_to_the_grain() {
-        assert_eq!(effective_ranges(0.1, 100), 100);
-        assert_eq!(effective_ranges(0.001, 100), 10);
-        assert_eq!(effective_ranges(0.0, 100), 1);
-        assert_eq!(effective_ranges(1.0, 0), 1);
-        assert_eq!(effective_ranges(f64::NAN, 8), 1);
-    }
 
     #[test]
     fn every_range_runs_once() {

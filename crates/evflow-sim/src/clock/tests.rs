@@ -20,6 +20,7 @@ fn graph_and_model(mut process: Process) -> (Arc<Graph>, Model) {
     let graph = Arc::new(process.compile().expect("a valid process"));
     let model = Model {
         costs: process.cost_models(),
+        ranges: process.parallel_ranges(),
         decisions: process.decision_models(),
         source: process.take_source().expect("a source"),
     };
