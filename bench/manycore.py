@@ -9,6 +9,7 @@ capacity of as many sequential processes.
     python3 bench/manycore.py --only lumis,scaling --reps 3
     python3 bench/manycore.py --only capacity --threads 16 --baseline OLD/evflow   # sleeping modules
     python3 bench/manycore.py --only capacity --threads 16 --work busy            # on 16 real cores
+    python3 bench/manycore.py --only ranges --threads 8 --work sleep              # a parallel-for within a call
 
 Uses the CMS reconstruction workloads in ../shared/data/cms-reco/. Every
 ratio compares runs made in this one invocation, interleaved; the median of
@@ -195,6 +196,55 @@ def bench_capacity(reps: int, baseline: Path | None) -> None:
             )
 
 
+RANGES_CONFIG = """
+[process]
+name = "ranges"
+events = {events}
+
+[[module]]
+label = "reco"
+type = "producer"
+time = 0.002
+
+[[module]]
+label = "output"
+type = "filter"
+time = 0.02
+concurrency = "serial"
+consumes = ["reco"]
+{ranges}
+
+[[path]]
+name = "o"
+modules = ["output"]
+"""
+
+
+def bench_ranges(reps: int, baseline: Path | None) -> None:
+    """A serial 20 ms output filter behind a 2 ms producer, as a plain
+    filter and as a parallel-for of 10 ranges (``ranges = 10``: its thread
+    and idle cores take the ranges), measured and simulated."""
+    t = THREADS_SCALING[-1]
+    events = 100
+    configs = {}
+    for name, ranges in (("plain", ""), ("10 ranges", "ranges = 10")):
+        path = OUT / f"ranges-{name.replace(' ', '-')}.toml"
+        path.write_text(RANGES_CONFIG.format(events=events, ranges=ranges))
+        configs[name] = path
+    common = ["--work", WORK, "--threads", str(t), "--events-in-flight", str(t)]
+    rates: dict[str, list[float]] = {name: [] for name in configs}
+    for _ in range(reps):
+        for name, path in configs.items():
+            rates[name].append(run(EVFLOW, path, *common)["throughput_ev_s"])
+    print(
+        f"parallel-for within a call (serial 20 ms filter, {t} threads and in flight, {WORK}, {events} events)"
+    )
+    for name, path in configs.items():
+        sim = simulate(path, "--cores", str(t), "--events-in-flight", str(t))["report"]["throughput_ev_s"]
+        print(f"  {name:<10} measured {median(rates[name]):7.1f} events/s, simulated ({t} cores) {sim:7.1f}")
+    print(f"  10 ranges / plain: {median(rates['10 ranges']) / median(rates['plain']):.2f}x")
+
+
 THREADS_OVERHEAD: tuple[int, ...] = (1, 2)
 THREADS_SCALING: tuple[int, ...] = (1, 2, 4, 8, 16)
 EVENTS = 4000
@@ -205,6 +255,7 @@ BENCHES = {
     "lumis": bench_lumis,
     "scaling": bench_scaling,
     "capacity": bench_capacity,
+    "ranges": bench_ranges,
 }
 
 

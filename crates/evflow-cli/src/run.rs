@@ -35,6 +35,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
         .map(|n| n.get())
         .unwrap_or(1);
     let threads = args.threads.or(loaded.threads).unwrap_or(cores);
+    // Sleeping work emulates a machine of `threads` cores: so do the
+    // helpers of sleeping parallel-for ranges.
+    evflow_workloads::set_emulated_cores(threads);
     let executor = match args.executor {
         ExecutorArg::Threaded => ExecutorKind::Threaded,
         ExecutorArg::Sequential => ExecutorKind::Sequential,

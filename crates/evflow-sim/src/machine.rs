@@ -45,13 +45,17 @@ impl Costs<'_> {
                     .as_ref()
                     .map_or(0.0, |cost| cost(self.slot_index[slot]));
                 let ranges = self.ranges.get(module).copied().unwrap_or(1);
-                let at_once = if ranges > 1 {
-                    effective_ranges(seconds, ranges)
-                        .min(u32::try_from(idle().saturating_add(1)).unwrap_or(u32::MAX))
+                let call = if ranges > 1 {
+                    // Equal ranges, taken in rounds by this core and the
+                    // idle ones: the call lasts its number of rounds.
+                    let ranges = effective_ranges(seconds, ranges);
+                    let cores = u32::try_from(idle().saturating_add(1)).unwrap_or(u32::MAX);
+                    let rounds = ranges.div_ceil(cores.clamp(1, ranges));
+                    seconds / f64::from(ranges) * f64::from(rounds)
                 } else {
-                    1
+                    seconds
                 };
-                seconds / f64::from(at_once.max(1)) + self.options.overhead_s
+                call + self.options.overhead_s
             }
             Task::Transitions(_) | Task::Finished => 0.0,
         }

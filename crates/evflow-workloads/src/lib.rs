@@ -42,7 +42,10 @@ pub use modules::{
     drifting_decision, event_key, filter, filter_with_decision, fraction_decision,
     output_with_tally, passes, passes_id, producer,
 };
-pub use ranges::{RANGE_GRAIN_S, effective_ranges, for_each_range};
+pub use ranges::{
+    RANGE_GRAIN_S, SLEEPING_HELPERS, effective_ranges, for_each_range, for_each_sleeping_range,
+    set_emulated_cores,
+};
 pub use timing::{
     Timing, Work, busy_iterations_per_second, busy_work, configured_failure, sleep_work,
 };

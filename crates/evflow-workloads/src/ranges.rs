@@ -5,25 +5,57 @@
 //! idle threads steal ranges). The call returns when every range is done.
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
 pub use evflow_core::parallel_for::{RANGE_GRAIN_S, effective_ranges};
 
-/// The helper threads: one per core of the machine (the calling thread
-/// works too, so a busy range never waits for a core a helper holds idle).
-/// `None` when no thread can be started: the ranges then run on the
-/// calling thread.
-fn helpers() -> Option<&'static rayon::ThreadPool> {
+/// Helper threads for ranges that use the CPU: one per core of the machine
+/// (the calling thread works too, so a busy range never waits for a core a
+/// helper holds idle). `None` when no thread can be started: the ranges
+/// then run on the calling thread.
+fn busy_helpers() -> Option<&'static rayon::ThreadPool> {
+    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    POOL.get_or_init(|| pool(std::thread::available_parallelism().map_or(1, |n| n.get())))
+        .as_ref()
+}
+
+/// Helper threads for sleeping ranges, which use no core: one per core of
+/// the machine that sleeping work emulates ([`set_emulated_cores`]; the
+/// engine's threads), so that sleeping ranges run as they would there.
+fn sleeping_helpers() -> Option<&'static rayon::ThreadPool> {
     static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
     POOL.get_or_init(|| {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(cores)
-            .thread_name(|i| format!("evflow-ranges-{i}"))
-            .build()
-            .ok()
+        EMULATED_CORES_FIXED.store(true, Ordering::Relaxed);
+        pool(EMULATED_CORES.load(Ordering::Relaxed))
     })
     .as_ref()
+}
+
+/// Cores of the machine sleeping work emulates, unless told
+/// ([`set_emulated_cores`]).
+pub const SLEEPING_HELPERS: usize = 16;
+
+static EMULATED_CORES: AtomicUsize = AtomicUsize::new(SLEEPING_HELPERS);
+static EMULATED_CORES_FIXED: AtomicBool = AtomicBool::new(false);
+
+/// Sets the cores of the machine that sleeping work emulates (a job's
+/// engine threads): sleeping ranges get as many helper threads. Takes
+/// effect before the first sleeping range of the process runs; returns
+/// whether it did.
+pub fn set_emulated_cores(cores: usize) -> bool {
+    if EMULATED_CORES_FIXED.load(Ordering::Relaxed) {
+        return false;
+    }
+    EMULATED_CORES.store(cores.max(1), Ordering::Relaxed);
+    true
+}
+
+fn pool(threads: usize) -> Option<rayon::ThreadPool> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.max(1))
+        .thread_name(|i| format!("evflow-ranges-{i}"))
+        .build()
+        .ok()
 }
 
 /// Calls `range(i)` for every `i` in `0..ranges`, each once, on the calling
@@ -40,6 +72,17 @@ fn helpers() -> Option<&'static rayon::ThreadPool> {
 /// assert_eq!(sum.into_inner(), 4950);
 /// ```
 pub fn for_each_range(ranges: u32, range: impl Fn(u32) + Sync) {
+    run_ranges(ranges, busy_helpers(), range);
+}
+
+/// [`for_each_range`] for ranges that sleep: their helpers are one thread
+/// per core of the emulated machine ([`set_emulated_cores`]), not of this
+/// one.
+pub fn for_each_sleeping_range(ranges: u32, range: impl Fn(u32) + Sync) {
+    run_ranges(ranges, sleeping_helpers(), range);
+}
+
+fn run_ranges(ranges: u32, helpers: Option<&rayon::ThreadPool>, range: impl Fn(u32) + Sync) {
     if ranges <= 1 {
         if ranges == 1 {
             range(0);
@@ -56,7 +99,7 @@ pub fn for_each_range(ranges: u32, range: impl Fn(u32) + Sync) {
             range(i);
         }
     };
-    let Some(pool) = helpers() else {
+    let Some(pool) = helpers else {
         take();
         return;
     };

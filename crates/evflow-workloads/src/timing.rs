@@ -127,11 +127,10 @@ impl Timing {
         }
         let ranges = crate::ranges::effective_ranges(seconds, self.ranges);
         let piece = seconds / f64::from(ranges);
-        let work = self.work;
-        crate::ranges::for_each_range(ranges, |_| match work {
-            Work::Busy => busy_work(piece),
-            Work::Sleep => sleep_work(piece),
-        });
+        match self.work {
+            Work::Busy => crate::ranges::for_each_range(ranges, |_| busy_work(piece)),
+            Work::Sleep => crate::ranges::for_each_sleeping_range(ranges, |_| sleep_work(piece)),
+        }
     }
     pub(crate) fn cost_model(&self) -> evflow_core::CostModel {
         let timing = self.clone();
