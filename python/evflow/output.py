@@ -13,7 +13,7 @@ import contextlib
 import os
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import ConfigurationError
 
@@ -38,6 +38,36 @@ def is_skim_directory(path: str) -> bool:
     except OSError:
         return False
     return all(PART.match(n) or n == MANIFEST or _MANIFEST_PARTIAL.match(n) for n in names)
+
+
+class SkimContents(NamedTuple):
+    """What a distributed skim's manifest lists."""
+
+    #: the parts' paths, in chunk order (the single-process skim's rows, in order)
+    parts: list[str]
+    #: the columns, in order
+    columns: list[str]
+    #: the columns' Arrow types (a ``pyarrow.Schema``), or ``None`` for a
+    #: manifest of an earlier version, which has none
+    schema: Any
+
+
+def read_skim_manifest(directory: str) -> SkimContents:
+    """Reads the manifest of the skim ``directory``; a missing or broken
+    manifest raises what reading or decoding it raised (``OSError``,
+    ``ValueError``, ``KeyError``, ``TypeError``, ``AttributeError``)."""
+    import base64
+    import json
+
+    with open(os.path.join(directory, MANIFEST)) as f:
+        manifest = json.load(f)
+    parts = [os.path.join(directory, str(p["file"])) for p in manifest["parts"] if p.get("file")]
+    schema = None
+    if isinstance(manifest.get("schema"), str):
+        import pyarrow as pa
+
+        schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(manifest["schema"])))
+    return SkimContents(parts, list(manifest.get("columns", [])), schema)
 
 
 def remove_skim_directory(path: str) -> None:

@@ -116,49 +116,57 @@ impl Role {
     }
 }
 
-/// The module types this importer knows: (type, role, work). The
-/// parallel-for filters (the `_imt` configurations) split each event's time
-/// into `nRanges` ranges run in parallel.
-const TYPES: [(&str, Role, Work); 8] = [
+/// The module types this importer knows: (type, role, work, parallel-for).
+/// The parallel-for filters (the `_imt` configurations) split each event's
+/// time into `nRanges` ranges run at once.
+const TYPES: [(&str, Role, Work, bool); 8] = [
     (
         "demo::EventTimesBusyWaitProducer",
         Role::Producer,
         Work::Busy,
+        false,
     ),
     (
         "demo::EventTimesSleepingProducer",
         Role::Producer,
         Work::Sleep,
+        false,
     ),
     (
         "demo::EventTimesBusyWaitPassFilter",
         Role::Filter,
         Work::Busy,
+        false,
     ),
     (
         "demo::EventTimesSleepingPassFilter",
         Role::Filter,
         Work::Sleep,
+        false,
     ),
     (
         "demo::EventTimesBusyWaitParallelForPassFilter",
         Role::Filter,
         Work::Busy,
+        true,
     ),
     (
         "demo::EventTimesSleepingParallelForPassFilter",
         Role::Filter,
         Work::Sleep,
+        true,
     ),
     (
         "demo::EventTimesBusyWaitTaskStealingParallelForPassFilter",
         Role::Filter,
         Work::Busy,
+        true,
     ),
     (
         "demo::EventTimesSleepingTaskStealingParallelForPassFilter",
         Role::Filter,
         Work::Sleep,
+        true,
     ),
 ];
 
@@ -354,7 +362,9 @@ fn build_module(
         }
         None => return Err(err("missing '@type'".into())),
     };
-    let Some(&(_, type_role, type_work)) = TYPES.iter().find(|(name, _, _)| *name == ty) else {
+    let Some(&(_, type_role, type_work, parallel_for)) =
+        TYPES.iter().find(|(name, ..)| *name == ty)
+    else {
         let known: Vec<&str> = TYPES.iter().map(|t| t.0).collect();
         return Err(err(format!(
             "unknown module type '{ty}' (known: {})",
@@ -370,7 +380,7 @@ fn build_module(
     }
 
     let mut ranges = 1;
-    match (ty.contains("ParallelFor"), m.get("nRanges")) {
+    match (parallel_for, m.get("nRanges")) {
         (true, None) => {
             return Err(err(format!(
                 "{ty} needs 'nRanges' (the ranges each event's time is split into)"

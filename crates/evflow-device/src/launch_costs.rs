@@ -2,7 +2,88 @@
 //! the launches so far. The split controller reads it (a device measured on
 //! small launches understates larger ones) and so does the combiner (a
 //! small batch whose launch is mostly fixed cost is worth holding back
-//! while the device is busy).
+//! while the device is busy). [`LineFit`] is the least-squares line both
+//! rest on, and each stage of a run's `launch_model`.
+
+/// Least-squares line `time = fixed + slope × size` over launches, kept as
+/// running sums (a few additions per launch).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LineFit {
+    n: f64,
+    sum_x: f64,
+    sum_xx: f64,
+    sum_t: f64,
+    sum_xt: f64,
+}
+
+impl LineFit {
+    /// Weighs the points so far by `factor` (0..1): older points fade.
+    pub(crate) fn fade(&mut self, factor: f64) {
+        for sum in [
+            &mut self.n,
+            &mut self.sum_x,
+            &mut self.sum_xx,
+            &mut self.sum_t,
+            &mut self.sum_xt,
+        ] {
+            *sum *= factor;
+        }
+    }
+
+    /// The points' total weight, and their sizes' mean and variance.
+    pub(crate) fn sizes(&self) -> (f64, f64, f64) {
+        let w = self.n.max(1e-12);
+        let mean = self.sum_x / w;
+        (self.n, mean, self.sum_xx / w - mean * mean)
+    }
+
+    pub fn add(&mut self, size: f64, time: f64) {
+        self.n += 1.0;
+        self.sum_x += size;
+        self.sum_xx += size * size;
+        self.sum_t += time;
+        self.sum_xt += size * time;
+    }
+
+    /// `(fixed, slope)`, both at least 0; `None` without a point. When
+    /// every launch had the same size, the fixed part cannot be told from
+    /// the rest: all of the time is put per unit (at that size both give
+    /// the same times).
+    ///
+    /// ```
+    /// use evflow_device::LineFit;
+    ///
+    /// let mut fit = LineFit::default();
+    /// for n in [1.0, 4.0, 16.0, 64.0] {
+    ///     fit.add(n, 10e-6 + 2e-6 * n);
+    /// }
+    /// let (fixed, slope) = fit.line().unwrap();
+    /// assert!((fixed - 10e-6).abs() < 1e-12 && (slope - 2e-6).abs() < 1e-12);
+    /// ```
+    pub fn line(&self) -> Option<(f64, f64)> {
+        if self.n <= 0.0 {
+            return None;
+        }
+        let (mx, mt) = (self.sum_x / self.n, self.sum_t / self.n);
+        let var = self.sum_xx / self.n - mx * mx;
+        let per_unit = || {
+            if mx > 0.0 { (0.0, mt / mx) } else { (mt, 0.0) }
+        };
+        if var <= 1e-9 * mx * mx || var <= 0.0 {
+            return Some(per_unit());
+        }
+        let slope = (self.sum_xt / self.n - mx * mt) / var;
+        let fixed = mt - slope * mx;
+        Some(if slope < 0.0 {
+            (mt, 0.0)
+        } else if fixed < 0.0 {
+            // Through the origin: the least-squares slope without a fixed part.
+            (0.0, self.sum_xt / self.sum_xx)
+        } else {
+            (fixed, slope)
+        })
+    }
+}
 
 /// A launch's cost against its size, fitted as `fixed + per_event × n`
 /// over the launches so far (least squares, older launches fading): where
@@ -11,11 +92,7 @@
 /// launches) would raise it.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct LaunchCosts {
-    weight: f64,
-    n: f64,
-    t: f64,
-    nn: f64,
-    nt: f64,
+    fit: LineFit,
 }
 
 /// Weight of a launch in [`LaunchCosts`] after each newer one.
@@ -23,34 +100,18 @@ const LAUNCH_FADE: f64 = 0.98;
 
 impl LaunchCosts {
     pub(crate) fn add(&mut self, events: usize, seconds: f64) {
-        let n = events as f64;
-        for sum in [
-            &mut self.weight,
-            &mut self.n,
-            &mut self.t,
-            &mut self.nn,
-            &mut self.nt,
-        ] {
-            *sum *= LAUNCH_FADE;
-        }
-        self.weight += 1.0;
-        self.n += n;
-        self.t += seconds;
-        self.nn += n * n;
-        self.nt += n * seconds;
+        self.fit.fade(LAUNCH_FADE);
+        self.fit.add(events as f64, seconds);
     }
 
     /// The fixed part's share of a launch of `events` events, when the
     /// launches seen so far had sizes varied enough to tell it.
     pub(crate) fn fixed_share(&self, events: f64) -> Option<f64> {
-        let w = self.weight;
-        let mean = self.n / w.max(1e-12);
-        let variance = self.nn / w.max(1e-12) - mean * mean;
-        if w < 8.0 || variance < 0.05 * mean * mean {
+        let (weight, mean, variance) = self.fit.sizes();
+        if weight < 8.0 || variance < 0.05 * mean * mean {
             return None;
         }
-        let per_event = ((self.nt / w - mean * self.t / w) / variance).max(0.0);
-        let fixed = (self.t / w - per_event * mean).max(0.0);
+        let (fixed, per_event) = self.fit.line()?;
         let total = fixed + per_event * events;
         (total > 0.0).then(|| fixed / total)
     }

@@ -66,8 +66,9 @@ pub use kernels::{
     ComputeDevice, ComputeKernel, ComputeKind, STENCIL_SWEEPS, compute_device, generate, nbody,
     output_digest, stencil,
 };
+pub use launch_costs::LineFit;
 pub use offload::{DeviceProducer, Offload, offload};
 pub use prng::{RandomService, RandomStats, StreamFill, stream_value};
 pub use split::{Side, SplitController, SplitMode, SplitPoint, SplitTuning};
-pub use stats::{DEVICE_ONLY, DeviceModuleReport, DeviceModuleStats, LaunchModel, LineFit};
+pub use stats::{DEVICE_ONLY, DeviceModuleReport, DeviceModuleStats, LaunchModel};
 pub use synthetic::{SyntheticDevice, synthetic_device};

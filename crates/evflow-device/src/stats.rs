@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::device::LaunchTimes;
+use crate::launch_costs::LineFit;
 use crate::split::{SplitMode, SplitPoint};
 
 /// What one device module did, counted as it runs (a run's offload, or the
@@ -160,66 +161,6 @@ pub struct DeviceModuleReport {
     pub launch_model: Option<LaunchModel>,
     /// The fraction sent to the device over time.
     pub split_history: Vec<SplitPoint>,
-}
-
-/// Least-squares line `time = fixed + slope × size` over launches, kept as
-/// running sums (a few additions per launch).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct LineFit {
-    n: f64,
-    sum_x: f64,
-    sum_xx: f64,
-    sum_t: f64,
-    sum_xt: f64,
-}
-
-impl LineFit {
-    pub fn add(&mut self, size: f64, time: f64) {
-        self.n += 1.0;
-        self.sum_x += size;
-        self.sum_xx += size * size;
-        self.sum_t += time;
-        self.sum_xt += size * time;
-    }
-
-    /// `(fixed, slope)`, both at least 0; `None` without a point. When
-    /// every launch had the same size, the fixed part cannot be told from
-    /// the rest: all of the time is put per unit (at that size both give
-    /// the same times).
-    ///
-    /// ```
-    /// use evflow_device::LineFit;
-    ///
-    /// let mut fit = LineFit::default();
-    /// for n in [1.0, 4.0, 16.0, 64.0] {
-    ///     fit.add(n, 10e-6 + 2e-6 * n);
-    /// }
-    /// let (fixed, slope) = fit.line().unwrap();
-    /// assert!((fixed - 10e-6).abs() < 1e-12 && (slope - 2e-6).abs() < 1e-12);
-    /// ```
-    pub fn line(&self) -> Option<(f64, f64)> {
-        if self.n <= 0.0 {
-            return None;
-        }
-        let (mx, mt) = (self.sum_x / self.n, self.sum_t / self.n);
-        let var = self.sum_xx / self.n - mx * mx;
-        let per_unit = || {
-            if mx > 0.0 { (0.0, mt / mx) } else { (mt, 0.0) }
-        };
-        if var <= 1e-9 * mx * mx || var <= 0.0 {
-            return Some(per_unit());
-        }
-        let slope = (self.sum_xt / self.n - mx * mt) / var;
-        let fixed = mt - slope * mx;
-        Some(if slope < 0.0 {
-            (mt, 0.0)
-        } else if fixed < 0.0 {
-            // Through the origin: the least-squares slope without a fixed part.
-            (0.0, self.sum_xt / self.sum_xx)
-        } else {
-            (fixed, slope)
-        })
-    }
 }
 
 /// One module's launches on its device, from a run's measurements: each

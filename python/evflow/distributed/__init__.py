@@ -36,19 +36,15 @@ def read_skim(directory: str) -> object:
     chunk order (as the manifest lists them); a skim no event reached has
     no row and its columns' types (null columns for a manifest of an
     earlier version, which has no types)."""
-    import base64
-    import json
-    import os
-
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    with open(os.path.join(directory, MANIFEST)) as f:
-        manifest = json.load(f)
-    tables = [pq.read_table(os.path.join(directory, p["file"])) for p in manifest["parts"] if p["file"]]
+    from ..output import read_skim_manifest
+
+    skim = read_skim_manifest(directory)
+    tables = [pq.read_table(p) for p in skim.parts]
     if not tables:
-        if "schema" in manifest:  # the columns' types, as a single-process skim keeps them
-            schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(manifest["schema"])))
-            return schema.empty_table()
-        return pa.table({c: pa.array([], pa.null()) for c in manifest["columns"]})
+        if skim.schema is not None:  # the columns' types, as a single-process skim keeps them
+            return skim.schema.empty_table()
+        return pa.table({c: pa.array([], pa.null()) for c in skim.columns})
     return pa.concat_tables(tables)

@@ -3,14 +3,12 @@ pyarrow."""
 
 from __future__ import annotations
 
-import json
 import os
-import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError, InputError, MissingFileError
-from ..output import MANIFEST
+from ..output import MANIFEST, PART, read_skim_manifest
 
 if TYPE_CHECKING:
     from .._runtime import BatchData
@@ -18,19 +16,17 @@ if TYPE_CHECKING:
 from ._common import PathLike, Setting, Source, _check_max_events, _files, _IterReader, _missing, _setting
 from ._readahead import ReadBalancer
 
-#: the parts of a distributed skim (``output.parquet`` on a cluster)
-_SKIM_PART = re.compile(r"part-\d{5}\.parquet")
 _PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
 
 
-def _expand_directories(files: list[str]) -> tuple[list[str], str | None]:
+def _expand_directories(files: list[str]) -> tuple[list[str], Any]:
     """Directories among ``files``, replaced by their Parquet files: a
     distributed skim's parts in its manifest's order (the rows of the
     single-process skim, in order), any other directory's ``*.parquet`` in
     name order. Returns the files and, when there are none (skims that no
     event reached), the column types of the first such skim's manifest."""
     out: list[str] = []
-    schema: str | None = None
+    schema = None
     for path in files:
         if not os.path.isdir(path):
             out.append(path)
@@ -38,19 +34,17 @@ def _expand_directories(files: list[str]) -> tuple[list[str], str | None]:
         manifest = os.path.join(path, MANIFEST)
         if os.path.isfile(manifest):
             try:
-                with open(manifest) as f:
-                    m = json.load(f)
-                parts = [os.path.join(path, str(p["file"])) for p in m["parts"] if p.get("file")]
+                skim = read_skim_manifest(path)
             except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
                 raise InputError(
                     f"'{path}' is not a readable skim: its manifest '{manifest}' is broken ({type(e).__name__}: {e})"
                 ) from None
-            out.extend(parts)
-            if schema is None and isinstance(m.get("schema"), str):
-                schema = m["schema"]
+            out.extend(skim.parts)
+            if schema is None:
+                schema = skim.schema
             continue
         names = sorted(os.listdir(path))
-        if any(_SKIM_PART.fullmatch(n) for n in names):
+        if any(PART.match(n) for n in names):
             raise InputError(
                 f"'{path}' is an incomplete distributed skim: it has parts but no '{MANIFEST}' (written last, "
                 "once every chunk is in); run the job that writes it again"
@@ -95,8 +89,8 @@ class ParquetSource(Source):
         self.files, schema = _expand_directories(_files(files))
         if not self.files and schema is None:
             raise InputError(f"the skims {_files(files)} have no row and their manifests no column types")
-        #: the columns' types of skims without a row (base64 Arrow IPC), when
-        #: there is no file to read them from
+        #: the columns' types of skims without a row (a ``pyarrow.Schema``),
+        #: when there is no file to read them from
         self._empty_schema = None if self.files else schema
         self.step_size = int(step_size)
         self.max_events = max_events
@@ -140,17 +134,9 @@ class ParquetSource(Source):
         self._footers[key] = meta
         return meta
 
-    def _schema(self) -> Any:
-        import base64
-
-        import pyarrow as pa
-
-        assert self._empty_schema is not None
-        return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(self._empty_schema)))
-
     def check(self, columns: Sequence[str]) -> None:
         if not self.files:
-            have = {f.name: str(f.type) for f in self._schema()}
+            have = {f.name: str(f.type) for f in self._empty_schema}
             for c in columns:
                 if c not in have:
                     raise _missing(c, have, "the skim (no row; its manifest's columns)")
@@ -228,7 +214,7 @@ class ParquetSource(Source):
             path = self.files[0]
             schema = pq.read_schema(path)
         else:
-            path, schema = "a skim without rows", self._schema()
+            path, schema = "a skim without rows", self._empty_schema
         empty = schema.empty_table().select(list(columns))
         arrays = {c: ak.from_arrow(empty.column(c)) for c in columns}
         return BatchData(
