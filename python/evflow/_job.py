@@ -436,7 +436,7 @@ def _run_plan(
     try:
         source.check(plan.branches)
     except MissingBranchError as e:
-        raise with_product_hint(e, plan.product_of) from None
+        raise with_product_hint(e, plan.product_of, proc) from None
 
     job = _evflow.Job(proc.name)
     # An input of no event still runs one batch of none with the columns'

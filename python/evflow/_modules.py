@@ -38,6 +38,44 @@ def check_counts(**counts: int | None) -> None:
             raise ConfigurationError(f"{what} must be a positive integer, not {count!r}")
 
 
+def check_flag(value: Any, what: str) -> bool:
+    """A boolean argument: ``True`` or ``False``, not a string (``"yes"``,
+    ``"false"``) or a number that would silently read as one."""
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"{what} must be True or False, not {value!r}")
+    return value
+
+
+def check_progress(progress: Any) -> None:
+    """``progress=`` of a run: ``True``, ``False`` or a function ``(batches, events)``."""
+    if not isinstance(progress, bool) and not callable(progress):
+        raise ConfigurationError(
+            f"progress must be True (a progress line on stderr), False or a function (batches, events), "
+            f"not {progress!r}"
+        )
+
+
+def check_growth(name: str, h: Any) -> None:
+    """Refuses a ``hist.Hist`` template with a growing continuous axis
+    (``Regular``/``Variable`` with ``growth=True``): each batch fills a copy
+    of the template and the copies are added, but copies that grew
+    differently cannot be added (boost-histogram: "axes not mergable").
+    Growing ``Integer``, ``IntCategory`` and ``StrCategory`` axes add up."""
+    axes = getattr(h, "axes", None)
+    if axes is None:
+        raise ConfigurationError(f"histogram '{name}': hist= takes a hist.Hist, not {type(h).__name__} {h!r}")
+    for i, axis in enumerate(axes):
+        traits = getattr(axis, "traits", None)
+        if traits is not None and traits.growth and traits.continuous:
+            label = f" ('{axis.name}')" if getattr(axis, "name", "") else ""
+            raise ConfigurationError(
+                f"histogram '{name}': axis {i}{label} is a growing {type(axis).__name__} axis (growth=True), "
+                "which evflow cannot merge: each batch fills its own histogram and those that grew "
+                "differently cannot be added; give the axis a fixed range (growth=False: values outside "
+                "go to the underflow/overflow bins), or use a growing Integer or IntCategory axis"
+            )
+
+
 def _names(items: Iterable[Any], what: str) -> list[str]:
     if isinstance(items, str):
         return [items]
@@ -94,6 +132,7 @@ class Module:
         _check_arguments(fn, "ev", f"module '{label}'")
         if device is not None:
             _check_arguments(device, "ev, xp", f"module '{label}': the device implementation")
+        check_flag(device_required, f"module '{label}': device_required")
         if device_required and device is None:
             raise ConfigurationError(f"module '{label}': device_required=True needs a device= implementation")
         if concurrency not in ("shared", "serial", "exclusive"):

@@ -20,6 +20,9 @@ from ._modules import (
     _check_label,
     _names,
     check_counts,
+    check_flag,
+    check_growth,
+    check_progress,
 )
 from ._shared_work import producer_key
 from .errors import ConfigurationError
@@ -59,6 +62,10 @@ class Process:
     """
 
     def __init__(self, name: str = "evflow", *, weight: str | None = None) -> None:
+        if not isinstance(name, str):
+            raise ConfigurationError(f"a process name is a string, not {name!r}")
+        if weight is not None and not isinstance(weight, str):
+            raise ConfigurationError(f"process '{name}': weight= names a column (a string), not {weight!r}")
         self.name = name
         self.source: Source | None = None
         #: column of per-event weights for the weighted cut-flow (and default histogram weights)
@@ -238,6 +245,7 @@ class Process:
         some pairs in order). The events a path accepts never depend on it.
         """
         _check_label(name, "path")
+        check_flag(reorderable, f"path '{name}': reorderable")
         if isinstance(filters, Filter | str):
             filters = [filters]  # one filter
         if name in self.paths:
@@ -321,6 +329,16 @@ class Process:
                 ) from None
             if not lo < hi:
                 raise ConfigurationError(f"histogram '{name}': range= must have low < high, not {range!r}")
+        if hist is not None:
+            check_growth(name, hist)
+        if weight is not None and not isinstance(weight, str | bool):
+            raise ConfigurationError(
+                f"histogram '{name}': weight= is a column name, True (the process weight) or None, not {weight!r}"
+            )
+        if label is not None and not isinstance(label, str):
+            raise ConfigurationError(f"histogram '{name}': label= is a string, not {label!r}")
+        if fill is not None and not callable(fill):
+            raise ConfigurationError(f"histogram '{name}': fill= is a function fn(ev), not {fill!r}")
         if fill is not None and column is not None:
             raise ConfigurationError(f"histogram '{name}': give column= or fill=, not both")
         if fill is not None:
@@ -426,6 +444,9 @@ class Process:
         in flight and removes partial outputs.
         """
         check_counts(threads=threads, events_in_flight=events_in_flight)
+        check_progress(progress)
+        check_flag(trace, "trace")
+        check_flag(skip_bad_files, "skip_bad_files")
         if client is not None or processes is not None:
             if trace:
                 raise ConfigurationError("trace=True is not available on a distributed run")
@@ -451,7 +472,9 @@ class Process:
                 "on_error='skip-chunk' and chunk_size apply to distributed runs (give client= or processes=)"
             )
         from ._job import run_process
+        from ._skim_checks import check_skims
 
+        check_skims(self)  # before anything runs: nothing is written or deleted on a refusal
         return run_process(
             self,
             threads=threads or os.cpu_count() or 1,

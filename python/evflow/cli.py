@@ -57,9 +57,23 @@ def _load_process(path: str, name: str | None) -> Any:
     )
 
 
+def _check_written(args: argparse.Namespace) -> None:
+    """What the run writes at its end can be written: checked before the
+    job starts (a long job must not end without its report)."""
+    from ._out_files import check_directories, check_files
+    from .result import SAVED
+
+    inputs = [("analysis file", args.analysis)] + [("input file", f) for f in args.input or []]
+    saved = [("--save", os.path.join(args.save, name)) for name in SAVED.values()] if args.save else []
+    check_files([("--report", args.report), ("--trace", args.trace)], inputs, saved)
+    check_directories([("--save", args.save), ("--plot", args.plot)])
+
+
 def _run(args: argparse.Namespace) -> int:
+    from ._out_files import write_text
     from .errors import ConfigurationError
 
+    _check_written(args)
     proc = _load_process(args.analysis, args.process)
     src = proc.source
     if src is not None:
@@ -127,11 +141,11 @@ def _run(args: argparse.Namespace) -> int:
             print(f"skipped unreadable file {f}")
         print(result.summary())
     if args.report:
-        with open(args.report, "w") as f:
-            json.dump({k: v for k, v in result.report.items() if k != "trace"}, f, indent=2)
+        write_text(
+            args.report, json.dumps({k: v for k, v in result.report.items() if k != "trace"}, indent=2)
+        )
     if args.trace:
-        with open(args.trace, "w") as f:
-            json.dump(result.report.get("trace", {"traceEvents": []}), f)
+        write_text(args.trace, json.dumps(result.report.get("trace", {"traceEvents": []})))
     if args.save:
         result.save(args.save)
     if args.plot:

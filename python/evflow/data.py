@@ -126,7 +126,14 @@ def resample(
     if events <= 0 or chunk <= 0:
         raise ConfigurationError("--events and --chunk must be positive")
     arrays = _read(input, tree, branches)
-    n_in = len(next(iter(arrays.values())))
+    n_in = len(next(iter(arrays.values()))) if arrays else 0
+    if n_in == 0:
+        from .errors import InputError
+
+        what = "has no entry" if arrays else "has no branch to copy"
+        raise InputError(
+            f"cannot resample file '{input}': its tree '{tree}' {what}, nothing to draw events from"
+        )
     rng = np.random.default_rng(seed)
     d, name = os.path.split(os.path.abspath(out))
     os.makedirs(d, exist_ok=True)

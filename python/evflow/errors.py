@@ -131,16 +131,41 @@ def job_error(res: dict[str, Any], report: dict[str, Any] | None) -> EvflowError
     return out
 
 
-def with_product_hint(error: BaseException, products: Iterable[str]) -> BaseException:
-    """``error``, a missing branch whose name is close to one of
-    ``products``, says so (a product's name mistyped in ``consumes`` reads
-    as a branch)."""
+def readers_of(name: str, proc: Any) -> list[str]:
+    """What in the process ``proc`` reads the column ``name``: its modules,
+    histograms, skims and weight, as a message names them."""
+    out = [f"module '{m.label}'" for m in proc.modules.values() if name in getattr(m, "consumes", ())]
+    for h in proc.histograms.values():
+        if name in h.consumes or h.weight == name:
+            out.append(f"histogram '{h.name}'")
+    out.extend(f"skim '{o.path}'" for o, _select in proc.outputs if name in o.columns)
+    if proc.weight == name:
+        out.append("the process weight")
+    return out
+
+
+def with_product_hint(error: BaseException, products: Iterable[str], proc: Any = None) -> BaseException:
+    """``error``, a missing branch, names what reads it (with ``proc``, the
+    process) and says it is no product either; a name close to one of
+    ``products`` is suggested (a product's name mistyped in ``consumes``
+    reads as a branch)."""
     branch = getattr(error, "branch", None)
-    close = difflib.get_close_matches(branch, list(products), n=1) if branch else []
-    if not close:
+    if not branch:
         return error
-    hinted = MissingBranchError(
-        f"{error}; no product is named so either: did you mean the product '{close[0]}'?"
-    )
+    close = difflib.get_close_matches(branch, list(products), n=1)
+    readers = readers_of(branch, proc) if proc is not None else []
+    if not close and not readers:
+        return error
+    message = str(error)
+    if readers:
+        message += (
+            f"; {' and '.join(readers)} read{'s' if len(readers) == 1 else ''} '{branch}', "
+            "which is neither a product of a producer nor a branch of the input"
+        )
+    if close:
+        message += (
+            f"; {'' if readers else 'no product is named so either: '}did you mean the product '{close[0]}'?"
+        )
+    hinted = MissingBranchError(message)
     hinted.branch = branch
     return hinted

@@ -15,6 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ._skim_types import holds, to_arrow, type_text
 from .errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -27,6 +28,8 @@ MANIFEST = "_manifest.json"
 #: The parts of a distributed run's skim directory (and their temporary names).
 PART = re.compile(r"^part-\d{5}\.parquet$|^\.part-\d{5}\.parquet\.evflow-partial-\d+$")
 _MANIFEST_PARTIAL = re.compile(r"^\._manifest\.json\.partial-\d+$")
+#: The schema metadata key under which a batch's table says where it comes from.
+_WHERE = "evflow.where"
 
 
 def is_skim_directory(path: str) -> bool:
@@ -91,6 +94,13 @@ class ParquetOutput:
             raise ConfigurationError("a Parquet output needs at least one column")
         if not all(isinstance(c, str) for c in columns):
             raise ConfigurationError(f"the columns of a Parquet output are names (strings), not {columns!r}")
+        twice = sorted({c for c in columns if columns.count(c) > 1})
+        if twice:
+            # Parquet takes two columns of one name, but no reader reads them back.
+            raise ConfigurationError(
+                f"Parquet output '{os.fspath(path)}' lists column(s) {', '.join(repr(c) for c in twice)} "
+                "more than once: list each column once"
+            )
         self.path = os.fspath(path)
         self.columns = columns
         self.compression = compression
@@ -99,6 +109,11 @@ class ParquetOutput:
         self._rows = 0
         #: empty columns of the right types, for a skim no event reaches
         self._empty: dict[str, Any] = {}
+        #: the Arrow type of columns fixed before the job (branches whose
+        #: type differs between the input files; see ``_skim_types``)
+        self._declared: dict[str, Any] = {}
+        #: where each column's type in the file comes from (messages)
+        self._typed_by = ""
 
     def __repr__(self) -> str:
         return f"ParquetOutput({self.path!r}, columns={self.columns})"
@@ -126,21 +141,14 @@ class ParquetOutput:
     def _table(self, ev: Events) -> Any:
         import pyarrow as pa
 
-        return pa.Table.from_arrays([self._arrow(ev[c]) for c in self.columns], names=self.columns)
+        table = pa.Table.from_arrays([self._arrow(ev[c]) for c in self.columns], names=self.columns)
+        # Where the rows come from travels with them to _write (its messages).
+        where = f"batch {ev.info.index} ({ev._data.where})"
+        return table.replace_schema_metadata({_WHERE: where})
 
     @staticmethod
     def _arrow(v: Any) -> Any:
-        import awkward as ak
-        import numpy as np
-        import pyarrow as pa
-
-        if isinstance(v, np.ndarray) and v.ndim > 1:
-            # One list per event, of variable size in the file (as jagged
-            # columns): the native Parquet reader reads it back.
-            v = ak.from_regular(ak.from_numpy(v), axis=None)
-        if isinstance(v, ak.Array):
-            return ak.to_arrow(v, extensionarray=False)
-        return pa.array(v)
+        return to_arrow(v)
 
     def _note_types(self, ev: Events) -> None:
         """Keeps the columns' types, from ``ev`` (no event of a batch), while
@@ -151,25 +159,50 @@ class ParquetOutput:
         for c in self.columns:
             if c not in self._empty:
                 with contextlib.suppress(Exception):
-                    self._empty[c] = self._arrow(ev[c])
+                    v = self._arrow(ev[c])
+                    self._empty[c] = v.cast(self._declared[c]) if c in self._declared else v
 
     def _write(self, table: Any) -> None:
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
+        where = (table.schema.metadata or {}).get(_WHERE.encode(), b"").decode() or "a batch"
+        table = table.replace_schema_metadata(None)
         if self._writer is None:
             assert self._tmp is not None
-            self._writer = pq.ParquetWriter(self._tmp, table.schema, compression=self.compression)
+            schema = pa.schema([pa.field(f.name, self._declared.get(f.name, f.type)) for f in table.schema])
+            self._typed_by = where
+            table = self._fit(table, schema, where, "(the type holding it in every input file)")
+            self._writer = pq.ParquetWriter(self._tmp, schema, compression=self.compression)
         elif table.schema != self._writer.schema:
-            try:
-                table = table.cast(self._writer.schema)
-            except Exception as e:
-                raise ConfigurationError(
-                    f"skim '{self.path}': the columns' types changed between batches "
-                    f"({self._writer.schema} then {table.schema})"
-                ) from e
+            table = self._fit(table, self._writer.schema, where, f"since {self._typed_by}")
         if table.num_rows or self._rows == 0:
             self._writer.write_table(table)
         self._rows += table.num_rows
+
+    def _fit(self, table: Any, schema: Any, where: str, since: str) -> Any:
+        """``table`` cast to ``schema`` where that keeps every value exactly
+        (``float32`` into ``float64``); any other change of a column's type
+        is refused, naming the column, both types and the batch."""
+        if table.schema == schema:
+            return table
+        for field in schema:
+            new = table.schema.field(field.name).type
+            if not holds(field.type, new):
+                have = f"{type_text(field.type)} {since}"
+                raise ConfigurationError(
+                    f"skim '{self.path}': the columns' types changed between batches: column "
+                    f"'{field.name}' is {have} but {type_text(new)} in {where}; writing {type_text(new)} "
+                    f"values as {type_text(field.type)} would lose data (a column's later values may only "
+                    f"widen into its type, e.g. float32 into float64): make what computes '{field.name}' "
+                    "return one type (e.g. with .astype(np.float64))"
+                )
+        try:
+            return table.cast(schema)
+        except (ValueError, TypeError, NotImplementedError) as e:  # pyarrow's ArrowInvalid is a ValueError
+            raise ConfigurationError(
+                f"skim '{self.path}': the columns of {where} ({table.schema}) cannot be written as {schema}: {e}"
+            ) from e
 
     def _close(self) -> str:
         """Finishes the file and gives it its final name."""
@@ -179,7 +212,9 @@ class ParquetOutput:
         if self._writer is None:
             assert self._tmp is not None
             # Columns whose type no batch told are nulls.
-            empty = pa.table({c: self._empty.get(c, pa.array([], pa.null())) for c in self.columns})
+            empty = pa.table(
+                {c: self._empty.get(c, pa.array([], self._declared.get(c, pa.null()))) for c in self.columns}
+            )
             pq.write_table(empty, self._tmp, compression=self.compression)
         else:
             self._writer.close()

@@ -103,8 +103,10 @@ def plot_histograms(
     more axes are left out, with a notice on stderr."""
     import sys
 
+    from ._out_files import make_directory
+
     d = os.fspath(directory)
-    os.makedirs(d, exist_ok=True)
+    make_directory(d, "plot")
     out = []
     for name, h in histograms.items():
         if h.ndim not in (1, 2):

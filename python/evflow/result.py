@@ -9,6 +9,14 @@ from typing import Any
 
 from .cutflow import CutFlow
 
+#: The files :meth:`Result.save` writes into its directory.
+SAVED = {
+    "report": "report.json",
+    "cutflow": "cutflow.json",
+    "cutflow_text": "cutflow.txt",
+    "histograms": "histograms.pkl",
+}
+
 
 def _count(n: object, one: str, many: str) -> str:
     """``1 thread``, ``2 threads``."""
@@ -60,17 +68,15 @@ class Result:
 
     def save(self, directory: str | os.PathLike[str]) -> dict[str, str]:
         """Writes ``report.json``, ``cutflow.json``, ``cutflow.txt`` and
-        ``histograms.pkl`` into ``directory`` (``evflow plot`` reads the last)."""
+        ``histograms.pkl`` into ``directory`` (made if needed; files of
+        those names there are replaced). ``python -m evflow plot DIRECTORY``
+        draws the histograms saved there."""
         import pickle
 
-        d = os.fspath(directory)
-        os.makedirs(d, exist_ok=True)
-        files = {
-            "report": os.path.join(d, "report.json"),
-            "cutflow": os.path.join(d, "cutflow.json"),
-            "cutflow_text": os.path.join(d, "cutflow.txt"),
-            "histograms": os.path.join(d, "histograms.pkl"),
-        }
+        from ._out_files import make_directory
+
+        d = make_directory(os.fspath(directory), "Result.save")
+        files = {key: os.path.join(d, name) for key, name in SAVED.items()}
         with open(files["report"], "w") as f:
             json.dump(self.report, f, indent=2)
         with open(files["cutflow"], "w") as f:

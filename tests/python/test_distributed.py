@@ -887,3 +887,66 @@ def test_unweighted_histograms_fold_on_the_worker(files: dict[str, list[str]]) -
     assert plain.stdout.strip() == "False"
     glibc = platform.libc_ver()[0] == "glibc"
     assert nanny.stdout.strip() == ("True" if glibc else "False"), nanny.stderr
+
+
+def test_a_skim_read_back_into_itself_is_refused_and_kept(client: Any, tmp_path: Path) -> None:
+    """A distributed skim as both the input and the output of a job: refused
+    before the job, no part deleted (it was emptied, then the job failed
+    with a part that "does not exist")."""
+    data = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"met": np.arange(3000.0)}), data, row_group_size=STEP)
+    skim = tmp_path / "skim"
+
+    def analysis(source: ef.source.Source) -> ef.Process:
+        proc = ef.Process("again")
+        proc.source = source
+        proc.output(ef.output.parquet(skim, columns=["met"]))
+        return proc
+
+    analysis(ef.source.parquet(data, step_size=STEP)).run(client=client, chunk_size=STEP)
+    before = sorted(os.listdir(skim))
+    assert len(before) == 4 and read_skim(str(skim))["met"].to_numpy().tolist() == list(range(3000))
+    for run in (lambda p: p.run(client=client, chunk_size=STEP), lambda p: p.run(threads=1)):
+        with pytest.raises(ef.ConfigurationError, match=r"skim '.*skim' is the input directory '.*skim'"):
+            run(analysis(ef.source.parquet(skim, step_size=STEP)))
+        assert sorted(os.listdir(skim)) == before
+    assert read_skim(str(skim))["met"].to_numpy().tolist() == list(range(3000))
+
+
+def test_skim_parts_of_files_of_different_branch_types_agree(client: Any, tmp_path: Path) -> None:
+    """A branch float32 in one file and float64 in the next: every part is
+    written as float64 (exact), whatever chunk; a product bool in one chunk
+    and int64 in another fails the job at merge, naming both chunks."""
+    import uproot
+
+    rng = np.random.default_rng(5)
+    files = []
+    for name, dtype in (("f32", np.float32), ("f64", np.float64)):
+        path = tmp_path / f"{name}.root"
+        with uproot.recreate(path) as f:
+            f["tr"] = {"met": (rng.random(2000) * 100 + 1e-9).astype(dtype)}
+        files.append(str(path))
+    proc = ef.Process("types")
+    proc.source = ef.source.root(files, tree="tr", step_size=STEP)
+    proc.output(ef.output.parquet(tmp_path / "skim", columns=["met"]))
+    proc.run(client=client, chunk_size=STEP)
+    parts = sorted(p for p in os.listdir(tmp_path / "skim") if p.endswith(".parquet"))
+    assert len(parts) == 4
+    assert {str(pq.read_schema(tmp_path / "skim" / p).field("met").type) for p in parts} == {"double"}
+    ref = np.concatenate([uproot.open(f)["tr"]["met"].array(library="np").astype(np.float64) for f in files])
+    assert np.array_equal(read_skim(str(tmp_path / "skim"))["met"].to_numpy(), ref)
+
+    mixed = ef.Process("mixed")
+    mixed.source = ef.source.root(files, tree="tr", step_size=STEP)
+
+    @mixed.producer(consumes=["met"], produces=["v"])
+    def v(ev: ef.Events) -> Any:
+        return ev.met > 50 if ev.info.index == 0 else (ev.met * 10).astype(np.int64)
+
+    mixed.output(ef.output.parquet(tmp_path / "mixed", columns=["v"]))
+    with pytest.raises(
+        ef.ConfigurationError,
+        match=r"column 'v' is bool in the part of chunk 0 but int64 in the part of chunk \d",
+    ):
+        mixed.run(client=client, chunk_size=STEP)
+    assert not (tmp_path / "mixed").exists() or os.listdir(tmp_path / "mixed") == []

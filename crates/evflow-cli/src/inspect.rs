@@ -142,6 +142,16 @@ fn report_report(doc: &Value, top: usize) {
         text(doc, "executor"),
     );
     let empty = Vec::new();
+    if doc.get("interrupted").and_then(Value::as_bool) == Some(true) {
+        println!(
+            "interrupted: a signal stopped the job early; the figures cover the {} events done",
+            num(doc, "events")
+        );
+    }
+    let failed = doc["failed_events"].as_array().map_or(0, Vec::len);
+    if failed > 0 {
+        println!("{failed} event(s) failed and were skipped (listed at the end)");
+    }
     let mut modules: Vec<&Value> = doc["modules"]
         .as_array()
         .unwrap_or(&empty)
@@ -165,6 +175,9 @@ fn report_report(doc: &Value, top: usize) {
             num(m, "wait_s"),
             num(m, "queue_s")
         );
+    }
+    if modules.len() > top {
+        println!("  ... {} more modules", modules.len() - top);
     }
     // Paths the planner ordered: their steps ran in varying orders, and
     // sampled events ran steps past a rejection, so a step's events passed
@@ -240,6 +253,9 @@ fn report_report(doc: &Value, top: usize) {
             text(f, "module"),
             text(f, "message")
         );
+    }
+    if failed > top {
+        println!("... {} more failed events", failed - top);
     }
 }
 
@@ -512,6 +528,12 @@ pub fn mean_module_times(path: &Path) -> Result<ModuleTimes, String> {
                 out.device_only.push(label);
             }
         }
+    } else if doc.get("simulated_s").is_some() {
+        return Err(format!(
+            "{}: a simulation's report (evflow simulate --report): measured times come from a \
+             report or trace of a real run (evflow run --report / --trace)",
+            path.display()
+        ));
     } else {
         return Err(format!("{}: neither a report nor a trace", path.display()));
     }

@@ -3,6 +3,7 @@
 mod device;
 mod inspect;
 mod lumis;
+mod output_files;
 mod run;
 mod signals;
 mod simulate;
@@ -34,8 +35,12 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a job: a configuration file (.toml, a CMS task-queue .config/.json) or a Python analysis (.py).
+    // Negative numbers are values (refused by name: "--time-scale must
+    // be ..."), not options.
+    #[command(allow_negative_numbers = true)]
     Run(RunArgs),
     /// Predict a job's throughput on a machine with N cores, with the engine's own scheduling decisions.
+    #[command(allow_negative_numbers = true)]
     Simulate(simulate::SimulateArgs),
     /// Read a report or trace written by `evflow run` (or a report of `evflow simulate`) and print where the time went.
     Report(inspect::ReportArgs),

@@ -1,13 +1,13 @@
 //! `evflow run`.
 
 use std::io::IsTerminal;
-use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use evflow_core::{ErrorPolicy, ExecutorKind, RunError, RunOptions};
 
+use crate::output_files::{check_outputs, write_json};
 use crate::{ExecutorArg, OnErrorArg, RunArgs, signals, summary, system};
 
 /// Runs the job; the exit status is [`signals::EXIT_INTERRUPTED`] when a
@@ -176,87 +176,4 @@ fn progress_bar(quiet: bool, events: u64) -> Option<indicatif::ProgressBar> {
     );
     bar.enable_steady_tick(Duration::from_millis(200));
     Some(bar)
-}
-
-/// The file [`write_json`] writes first, then renames to `path`.
-fn partial(path: &Path) -> std::path::PathBuf {
-    path.with_extension("json.partial")
-}
-
-/// Checks, before a job starts, that the files its options name can be
-/// written, so that a long job does not end without its report: each is not
-/// a directory, its directory exists and takes a new file, and no two
-/// options name the same file (one would silently replace the other), nor
-/// one of the job's `inputs` (its configuration would be overwritten).
-pub fn check_outputs(
-    outputs: &[(&str, Option<&Path>)],
-    inputs: &[(&str, Option<&Path>)],
-) -> Result<(), String> {
-    for &(option, path) in outputs {
-        let Some(path) = path else { continue };
-        for &(what, input) in inputs {
-            let same =
-                input.is_some_and(|input| match (path.canonicalize(), input.canonicalize()) {
-                    (Ok(a), Ok(b)) => a == b,
-                    _ => false,
-                });
-            if same {
-                return Err(format!(
-                    "{option} {} is the {what}: it would be overwritten",
-                    path.display()
-                ));
-            }
-        }
-    }
-    let mut seen: Vec<(&str, std::path::PathBuf)> = Vec::new();
-    for &(option, path) in outputs {
-        let Some(path) = path else { continue };
-        if path.is_dir() {
-            return Err(format!("{option} {}: is a directory", path.display()));
-        }
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        if !dir.is_dir() {
-            return Err(format!(
-                "{option} {}: no directory '{}'",
-                path.display(),
-                dir.display()
-            ));
-        }
-        let tmp = partial(path);
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .and_then(|_| std::fs::remove_file(&tmp))
-            .map_err(|e| format!("{option} {}: cannot write there: {e}", path.display()))?;
-        let same = dir
-            .canonicalize()
-            .map(|d| d.join(path.file_name().unwrap_or_default()))
-            .unwrap_or_else(|_| path.to_path_buf());
-        if let Some((other, _)) = seen.iter().find(|(_, p)| *p == same) {
-            return Err(format!(
-                "{other} and {option} name the same file, {}",
-                path.display()
-            ));
-        }
-        seen.push((option, same));
-    }
-    Ok(())
-}
-
-/// Writes JSON atomically: a failed run never leaves a truncated file that
-/// looks complete, nor its partial file.
-pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), String> {
-    let text = serde_json::to_string_pretty(value)
-        .map_err(|e| format!("cannot encode {}: {e}", path.display()))?;
-    let tmp = partial(path);
-    let written = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path));
-    written.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("cannot write {}: {e}", path.display())
-    })
 }

@@ -2,8 +2,9 @@
 
 use std::path::PathBuf;
 
+use crate::WorkloadArgs;
 use crate::inspect::ModuleTimes;
-use crate::{WorkloadArgs, run::write_json};
+use crate::output_files::write_json;
 
 #[derive(clap::Args, Debug)]
 pub struct SimulateArgs {
@@ -41,6 +42,13 @@ pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
             }
         ));
     }
+    if args.workload.config.extension().is_some_and(|e| e == "py") {
+        return Err(format!(
+            "{}: a Python analysis runs with `evflow run`; `evflow simulate` predicts jobs \
+             of configuration files (.toml, a CMS task-queue .config/.json)",
+            args.workload.config.display()
+        ));
+    }
     if args.workload.events == Some(0) {
         return Err(
             "--events must be at least 1: a simulation of no events predicts nothing".into(),
@@ -49,7 +57,7 @@ pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
     crate::check_parallel(args.cores, "--cores")?;
     crate::check_parallel(args.events_in_flight, "--events-in-flight")?;
     let workload = &args.workload;
-    crate::run::check_outputs(
+    crate::output_files::check_outputs(
         &[("--report", workload.report.as_deref())],
         &[
             ("configuration", Some(&workload.config)),
@@ -58,8 +66,10 @@ pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
     )?;
     let mut loaded = workload.load()?;
     let mut device_launches = std::collections::HashMap::new();
+    let mut measured = std::collections::HashSet::new();
     if let Some(path) = &args.times_from {
         let mut times = crate::inspect::mean_module_times(path)?;
+        measured.extend(times.times.keys().cloned());
         if times.from_trace {
             // A trace does not tell a device module's host calls from its
             // device calls: those keep the configuration's times.
@@ -103,6 +113,13 @@ pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
                 labels.join(", "),
                 path.display()
             );
+        }
+    }
+    for (label, note) in &loaded.simulation_notes {
+        // A measured time stands for what the run did, failures aside.
+        let timed = measured.contains(label) && !note.contains("fail_on_events");
+        if !timed {
+            eprintln!("evflow: warning: {note}");
         }
     }
     // As `evflow run`: the configuration's suggestions when the options

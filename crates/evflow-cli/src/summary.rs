@@ -65,6 +65,13 @@ fn write_summary(out: &mut impl Write, report: &Report) -> std::io::Result<()> {
             }
         )?;
     }
+    if modules.len() > TOP_MODULES {
+        writeln!(
+            out,
+            "  ... {} more modules (evflow report REPORT.json --top N)",
+            modules.len() - TOP_MODULES
+        )?;
+    }
     if !report.paths.is_empty() {
         writeln!(out, "paths:")?;
         for p in &report.paths {
@@ -97,6 +104,9 @@ fn write_summary(out: &mut impl Write, report: &Report) -> std::io::Result<()> {
                 f.run, f.lumi, f.event, f.module, f.message
             )?;
         }
+        if report.failed_events.len() > 10 {
+            writeln!(out, "  ... {} more", report.failed_events.len() - 10)?;
+        }
     }
     if !report.orderings.is_empty() {
         writeln!(out, "filter order changes:")?;
@@ -109,6 +119,9 @@ fn write_summary(out: &mut impl Write, report: &Report) -> std::io::Result<()> {
                 c.order.join(" > "),
                 c.reason
             )?;
+        }
+        if report.orderings.len() > 20 {
+            writeln!(out, "  ... {} more changes", report.orderings.len() - 20)?;
         }
     }
     Ok(())

@@ -187,6 +187,14 @@ fn first_signal_stops_gracefully_with_a_complete_report() {
         assert_eq!(m["failures"].as_u64(), Some(0), "{m}");
     }
     assert_eq!(doc["paths"][0]["visited"].as_u64(), Some(events));
+    // Read back, the report says it covers a part of the job.
+    let text = report_text(&report);
+    assert!(
+        text.contains(&format!(
+            "interrupted: a signal stopped the job early; the figures cover the {events} events done"
+        )),
+        "{text}"
+    );
 }
 
 #[test]

@@ -409,3 +409,135 @@ modules = ["an"]
         assert!(!text.contains("-0.0"), "{text}");
     }
 }
+
+/// What the simulator does not model is said, not silently predicted:
+/// configured failures, and real kernels whose host time the file does not
+/// give (unless a measured run gives it).
+#[test]
+fn simulate_says_what_it_does_not_model() {
+    let dir = scratch("simnotes");
+    let config = write(
+        &dir,
+        "notes.toml",
+        r#"
+[process]
+events = 20
+[[module]]
+label = "raw"
+type = "producer"
+time = 0.0001
+fail_on_events = [3, 7]
+[[module]]
+label = "st"
+type = "producer"
+consumes = ["raw"]
+device = { kernel = "stencil", size = 256 }
+[[module]]
+label = "use"
+type = "analyzer"
+consumes = ["st"]
+[[end_path]]
+name = "e"
+modules = ["use"]
+"#,
+    );
+    let out = evflow(&["simulate", &config, "--cores", "2", "-q"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("module 'raw' fails on 2 configured event(s) (fail_on_events)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("module 'st' runs a real kernel (device.kernel)"),
+        "{err}"
+    );
+    // A measured run's time of the kernel module takes its note away; the
+    // failures stay unmodelled.
+    let report = dir.join("run.json");
+    let out = evflow(&[
+        "run",
+        &config,
+        "-j",
+        "2",
+        "-q",
+        "--on-error",
+        "skip-event",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = evflow(&[
+        "simulate",
+        &config,
+        "--cores",
+        "2",
+        "-q",
+        "--times-from",
+        report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(!err.contains("real kernel"), "{err}");
+    assert!(err.contains("module 'raw' fails on 2"), "{err}");
+}
+
+/// Inputs `simulate` cannot use are named for what they are: a Python
+/// analysis, a simulation's own report as measured times, a negative number.
+#[test]
+fn simulate_names_inputs_it_cannot_use() {
+    let dir = scratch("simwrong");
+    let demo = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/configs/demo.toml"
+    );
+    let analysis = write(&dir, "analysis.py", "import evflow\n");
+    let out = evflow(&["simulate", &analysis, "--cores", "2"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("a Python analysis runs with `evflow run`"),
+        "{}",
+        stderr(&out)
+    );
+    let sim = dir.join("sim.json");
+    let out = evflow(&[
+        "simulate",
+        demo,
+        "--cores",
+        "2",
+        "-n",
+        "50",
+        "-q",
+        "--report",
+        sim.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = evflow(&[
+        "simulate",
+        demo,
+        "--cores",
+        "2",
+        "--times-from",
+        sim.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("a simulation's report (evflow simulate --report)"),
+        "{}",
+        stderr(&out)
+    );
+    for (args, expected) in [
+        (
+            vec!["simulate", demo, "--cores", "2", "--time-scale", "-1"],
+            "--time-scale must be a finite number >= 0, not -1",
+        ),
+        (
+            vec!["run", demo, "--time-scale", "-0.5", "-q"],
+            "--time-scale must be a finite number >= 0, not -0.5",
+        ),
+    ] {
+        let out = evflow(&args);
+        assert!(!out.status.success());
+        assert!(stderr(&out).contains(expected), "{}", stderr(&out));
+    }
+}

@@ -311,6 +311,7 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
         ordering: evflow_core::ordering::OrderingOptions::default(),
         devices: None,
         notes,
+        simulation_notes: Vec::new(),
     })
 }
 

@@ -60,6 +60,10 @@ pub struct Loaded {
     /// What the file asks for that evflow runs differently, one sentence
     /// each (the command line prints them as warnings).
     pub notes: Vec<String>,
+    /// What the simulator does not model, per module label: a sentence
+    /// each (`evflow simulate` prints those of the modules whose times do
+    /// not come from a measured run).
+    pub simulation_notes: Vec<(String, String)>,
 }
 
 impl fmt::Debug for Loaded {
@@ -75,6 +79,7 @@ impl fmt::Debug for Loaded {
             .field("format", &self.format)
             .field("filter_order", &self.ordering.default)
             .field("notes", &self.notes)
+            .field("simulation_notes", &self.simulation_notes)
             .finish()
     }
 }

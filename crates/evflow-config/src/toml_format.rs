@@ -194,6 +194,9 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
         if let Some(run) = s.first_run {
             source = source.first_run(run);
         }
+        source
+            .check_numbers()
+            .map_err(|e| at.setting("source", e))?;
     }
 
     let name = spec.name.unwrap_or_else(|| DEFAULT_NAME.to_string());
@@ -253,7 +256,40 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
         ordering,
         devices,
         notes: Vec::new(),
+        simulation_notes: simulation_notes(&doc.module),
     })
+}
+
+/// What the simulator cannot take from the file, per module: configured
+/// failures (it simulates every module call as succeeding) and real
+/// kernels (their host time is not in the file).
+fn simulation_notes(modules: &[ModuleSpec]) -> Vec<(String, String)> {
+    let mut notes = Vec::new();
+    for m in modules {
+        if !m.fail_on_events.is_empty() {
+            notes.push((
+                m.label.clone(),
+                format!(
+                    "module '{}' fails on {} configured event(s) (fail_on_events): the simulator \
+                     does not model failures and simulates those events as if it succeeded",
+                    m.label,
+                    m.fail_on_events.len()
+                ),
+            ));
+        }
+        if m.device.as_ref().is_some_and(|d| d.has_kernel()) {
+            notes.push((
+                m.label.clone(),
+                format!(
+                    "module '{}' runs a real kernel (device.kernel) whose host time the \
+                     configuration does not give: the simulator counts its host calls as taking \
+                     no time; pass --times-from REPORT of a run to use the measured time",
+                    m.label
+                ),
+            ));
+        }
+    }
+    notes
 }
 
 /// A `[[path]]` as a core path description; records its `filter_order`.
@@ -462,6 +498,9 @@ fn own_decision(
         return Err(err("otherwise_pass needs correlated_with".into()));
     }
     if let Some(d) = &m.drift {
+        if d.at_event == 0 {
+            return Err(err("drift.at_event is 0: events are numbered from 1".into()));
+        }
         let after = synthetic::fraction_decision(
             check(d.pass_fraction, "drift.pass_fraction")?,
             seed ^ 0xd41f7,
@@ -552,6 +591,19 @@ fn build_module(
         }
     }
     let consumes: Vec<&str> = m.consumes.iter().map(String::as_str).collect();
+    // Instance names: a product is consumed as "label" or "label:instance",
+    // so an instance with a ':' or surrounding spaces could never be.
+    for (i, p) in m.produces.iter().flatten().enumerate() {
+        if p.contains(':') {
+            return Err(err(format!(
+                "produces[{i}] '{p}' contains ':' (instance names are consumed as \
+                 \"label:instance\")"
+            )));
+        }
+        if p.trim() != p {
+            return Err(err(format!("produces[{i}] '{p}' has surrounding spaces")));
+        }
+    }
 
     let only = |present: bool, key: &str, kinds: &str| {
         if present {

@@ -849,3 +849,53 @@ fn a_module_may_run_its_time_in_ranges() {
         "demo.toml: module 'b': ranges must be at least 1 (got 0)"
     );
 }
+
+/// Settings that could never take effect are refused by name: an instance
+/// name no consumer could name, a drift before the first event, runs past
+/// the largest run number (before any event runs), an end path's events
+/// selected as if it decided them.
+#[test]
+fn settings_that_cannot_take_effect_are_refused() {
+    for (body, expected) in [
+        (
+            "label = \"p\"\ntype = \"producer\"\nproduces = [\"a:b\"]",
+            "module 'p': produces[0] 'a:b' contains ':' (instance names are consumed as \"label:instance\")",
+        ),
+        (
+            "label = \"p\"\ntype = \"producer\"\nproduces = [\"x\", \" y\"]",
+            "module 'p': produces[1] ' y' has surrounding spaces",
+        ),
+        (
+            "label = \"f\"\ntype = \"filter\"\ndrift = { at_event = 0, pass_fraction = 0.5 }",
+            "module 'f': drift.at_event is 0: events are numbered from 1",
+        ),
+    ] {
+        let e = error(&with_module(body));
+        assert!(e.ends_with(expected), "{e}");
+    }
+    let e = error(
+        "[process]\nevents = 5\n[source]\nfirst_run = 4294967294\nlumis_per_run = 1\n\
+         events_per_lumi = 2\n[[module]]\nlabel = \"a\"\ntype = \"producer\"\n",
+    );
+    assert!(
+        e.contains("source: event 5 would be in run 4294967296"),
+        "{e}"
+    );
+    // The last run that fits is accepted.
+    assert!(
+        load(
+            "[process]\nevents = 4\n[source]\nfirst_run = 4294967294\nlumis_per_run = 1\n\
+             events_per_lumi = 2\n[[module]]\nlabel = \"a\"\ntype = \"producer\"\n"
+        )
+        .is_ok()
+    );
+    let e = error(
+        "[[module]]\nlabel = \"a\"\ntype = \"analyzer\"\nselect_events = [\"e2\"]\n\
+         [[module]]\nlabel = \"b\"\ntype = \"analyzer\"\n\
+         [[end_path]]\nname = \"e\"\nmodules = [\"a\"]\n[[end_path]]\nname = \"e2\"\nmodules = [\"b\"]\n",
+    );
+    assert!(
+        e.contains("module 'a': selects events of 'e2', an end path"),
+        "{e}"
+    );
+}

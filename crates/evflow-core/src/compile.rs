@@ -324,6 +324,15 @@ fn end_path_steps(
             nodes[m].end_path = true;
             let mut select = Vec::new();
             for name in &process.modules[m].select_paths {
+                if process.end_paths.iter().any(|e| &e.name == name) {
+                    return Err(ConfigError::InvalidModule {
+                        module: label.clone(),
+                        reason: format!(
+                            "selects events of '{name}', an end path: only paths (of filters) \
+                             accept or reject events"
+                        ),
+                    });
+                }
                 let Some(&p) = path_names.get(name.as_str()) else {
                     return Err(ConfigError::UnknownSelectPath {
                         module: label.clone(),

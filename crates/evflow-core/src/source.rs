@@ -84,6 +84,21 @@ impl EmptySource {
         self.first_run = run;
         self
     }
+    /// Checks, before any event is read, that the last event's run and
+    /// luminosity-block numbers fit in 32 bits (the error names the first
+    /// event that would not).
+    pub fn check_numbers(&self) -> Result<(), String> {
+        if self.events == 0 {
+            return Ok(());
+        }
+        let mut last = self.clone();
+        last.next = self.events - 1;
+        // The lumi number grows within a run and the run number with the
+        // event index: the last event has the largest of both.
+        last.next_event(&mut SourceProducts::default())
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
 }
 
 impl Source for EmptySource {

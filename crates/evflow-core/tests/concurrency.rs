@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::SeqCst;
 
@@ -668,5 +668,67 @@ fn intra_module_parallelism_runs_on_the_engine_pool() {
                 "the sequential executor used several threads"
             );
         }
+    }
+}
+
+/// Events are served in about the order they were read: a thread that
+/// finishes an event and reads the next must not go on with its new events
+/// while older ones wait in its queue (they waited until the end of the
+/// job, holding their luminosity block open). Counted on the recorded
+/// interleaving: how many later events finished before an event's first
+/// module started.
+#[test]
+fn older_events_are_not_starved_by_new_ones() {
+    const EVENTS: u64 = 400;
+    // The last: more threads than the pool of deques serves (the shared
+    // queue), and still fewer than events in flight.
+    let many = OVERSUBSCRIBED * std::thread::available_parallelism().map_or(1, |n| n.get()) + 1;
+    for (threads, k) in [(2, 8), (3, 12), (2, 32), (many, 4 * many)] {
+        let log = Log::new();
+        let mut p = Process::new("fair");
+        p.set_source(EmptySource::new(EVENTS));
+        p.add(Probe::new(&log, "a").work(200).puts(&[""]).producer());
+        p.add(
+            Probe::new(&log, "b")
+                .work(200)
+                .reads(&["a"])
+                .puts(&[""])
+                .producer(),
+        );
+        p.add(Probe::new(&log, "c").work(50).reads(&["b"]).analyzer());
+        p.end_path("e", ["c"]);
+        let report = run_watched(p, threaded(threads, k)).unwrap();
+        assert_eq!(report.events, EVENTS);
+        let mut first_start = BTreeMap::new();
+        let mut last_end = BTreeMap::new();
+        for e in log.execs() {
+            let n = e.event.event;
+            first_start
+                .entry(n)
+                .and_modify(|s: &mut u64| *s = (*s).min(e.start))
+                .or_insert(e.start);
+            last_end
+                .entry(n)
+                .and_modify(|s: &mut u64| *s = (*s).max(e.end))
+                .or_insert(e.end);
+        }
+        assert_eq!(first_start.len() as u64, EVENTS);
+        let worst = first_start
+            .iter()
+            .map(|(&n, &start)| {
+                let overtaken = last_end
+                    .range(n + 1..)
+                    .filter(|&(_, &end)| end < start)
+                    .count();
+                (overtaken, n)
+            })
+            .max()
+            .unwrap();
+        assert!(
+            worst.0 <= 2 * k,
+            "{threads} threads, {k} in flight: {} later events finished before event {} started",
+            worst.0,
+            worst.1
+        );
     }
 }

@@ -39,6 +39,7 @@ pub struct Limiter {
 /// How many recorded events the critical-path run replays (enough for a
 /// stable mean, few enough to stay fast).
 const CRITICAL_PATH_EVENTS: usize = 200;
+const _: () = assert!(CRITICAL_PATH_EVENTS <= clock::KEPT_EVENT_IDS);
 
 pub(crate) fn compute(
     graph: &Arc<Graph>,

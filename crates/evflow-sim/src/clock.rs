@@ -32,6 +32,9 @@ pub(crate) struct Model {
     pub source: Box<dyn Source>,
 }
 
+/// Event ids a run keeps ([`ClockRun::event_ids`]).
+pub(crate) const KEPT_EVENT_IDS: usize = 1024;
+
 /// The raw results of one simulated job.
 pub(crate) struct ClockRun {
     pub report: Report,
@@ -44,6 +47,9 @@ pub(crate) struct ClockRun {
     /// Predicted figures of the device modules (none without a device).
     pub devices: Vec<evflow_device::DeviceModuleReport>,
     pub events: u64,
+    /// The ids of the first [`KEPT_EVENT_IDS`] events read (the
+    /// critical-path bound replays them; keeping all would grow with the
+    /// job).
     pub event_ids: Vec<EventId>,
     /// Task completions the clock went through.
     #[cfg_attr(not(test), allow(dead_code))]
@@ -219,6 +225,7 @@ pub(crate) fn run_on<Q: Queues>(
         let (task, started) = machine.running[core]
             .take()
             .expect("a finishing core runs a task");
+        let starts_event = matches!(task, Task::Read { .. });
         out.clear();
         match task {
             Task::Read { slot } => {
@@ -235,7 +242,9 @@ pub(crate) fn run_on<Q: Queues>(
                 if let Some(id) = id {
                     ctx_index[slot] = reads;
                     ctx_id[slot] = id;
-                    event_ids.push(id);
+                    if event_ids.len() < KEPT_EVENT_IDS {
+                        event_ids.push(id);
+                    }
                     reads += 1;
                 }
                 coordinator.read_done(slot, id, &mut out, &tally);
@@ -284,6 +293,14 @@ pub(crate) fn run_on<Q: Queues>(
             }
             Task::Transitions(_) => coordinator.transitions_done(&mut out, &tally),
             Task::Finished => finished = true,
+        }
+        // Like the threaded executor: a new event's first modules queue
+        // behind the work of older events (the injector), and the core
+        // looks for work.
+        if starts_event && !out.is_empty() {
+            machine.injector.extend(out.drain(..));
+            machine.queues.push_idle(core);
+            continue;
         }
         // Like the threaded executor: go on with the first follow-up, leave
         // the others on this core's deque for it (newest first) or thieves.

@@ -47,4 +47,39 @@ def read_skim(directory: str) -> object:
         if skim.schema is not None:  # the columns' types, as a single-process skim keeps them
             return skim.schema.empty_table()
         return pa.table({c: pa.array([], pa.null()) for c in skim.columns})
-    return pa.concat_tables(tables)
+    try:
+        return pa.concat_tables(tables, promote_options="default")  # a null column takes the others' type
+    except pa.ArrowException:
+        return _concat_parts(directory, skim.parts, tables)
+
+
+def _concat_parts(directory: str, parts: list[str], tables: list[object]) -> object:
+    """The parts of a skim whose schemas differ as one table, when they
+    differ only in what no value depends on (list offsets' width,
+    nullability); else an :class:`~evflow.errors.InputError` naming the
+    column and the two parts."""
+    import pyarrow as pa
+
+    from .._skim_types import holds, type_text
+    from ..errors import InputError
+
+    first: pa.Schema = tables[0].schema  # type: ignore[attr-defined]
+    for path, t in zip(parts, tables, strict=True):
+        schema: pa.Schema = t.schema  # type: ignore[attr-defined]
+        if schema.names != first.names:
+            raise InputError(
+                f"the parts of skim '{directory}' have different columns: {first.names} in '{parts[0]}' "
+                f"but {schema.names} in '{path}'"
+            )
+        for f, g in zip(first, schema, strict=True):
+            if not (holds(f.type, g.type) and holds(g.type, f.type)):
+                raise InputError(
+                    f"the parts of skim '{directory}' disagree on the type of column '{f.name}': "
+                    f"{type_text(f.type)} in '{parts[0]}' but {type_text(g.type)} in '{path}' (parts "
+                    "written apart, by a run that did not check their types?); read each part with "
+                    "pyarrow.parquet.read_table, or run the job that wrote it again"
+                )
+    try:
+        return pa.concat_tables([t.cast(first) for t in tables])  # type: ignore[attr-defined]
+    except pa.ArrowException as e:
+        raise InputError(f"the parts of skim '{directory}' cannot be read as one table: {e}") from e

@@ -18,15 +18,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._fill import add_into
+from ..errors import ConfigurationError
 from .chunks import Chunk
 
-__all__ = ["Merger", "merge_reports", "merge_types"]
+__all__ = ["Merger", "check_part_types", "merge_reports", "merge_types"]
 
 
 class Merger:
     """Adds chunk results in chunk order; skipped chunks leave a gap."""
 
-    def __init__(self, hist_names: Sequence[str], n_skims: int) -> None:
+    def __init__(self, hist_names: Sequence[str], skims: Sequence[str] | int) -> None:
         self.next = 0
         self.pending: dict[int, tuple[Chunk, dict[str, Any] | None]] = {}
         self.records: list[tuple[Any, ...]] = []
@@ -34,10 +35,20 @@ class Merger:
         self.finals: list[tuple[Any, ...]] = []
         self.failed: list[int] = []
         self.totals: dict[str, Any] = dict.fromkeys(hist_names)
+        #: the skims' paths (for messages)
+        self.skim_names = [f"#{i}" for i in range(skims)] if isinstance(skims, int) else list(skims)
+        n_skims = len(self.skim_names)
         self.skims: list[list[dict[str, Any]]] = [[] for _ in range(n_skims)]
         #: per skim, its columns' types (serialized Arrow schema): the first
-        #: chunk that knew a column's type gives it
+        #: chunk whose part has rows and knew a column's type gives it (the
+        #: parts with rows must agree) ...
         self.skim_schemas: list[bytes | None] = [None] * n_skims
+        #: ... and the chunk that gave each column's type
+        self.typed_by: list[dict[str, int]] = [{} for _ in range(n_skims)]
+        #: per skim, the types of parts without rows (their columns may be
+        #: typed otherwise, e.g. a product of no event): only where no part
+        #: with rows told a column's type
+        self.empty_schemas: list[bytes | None] = [None] * n_skims
         self.reports: list[dict[str, Any]] = []
         self.summaries: list[dict[str, Any]] = []
         self.events = 0
@@ -51,6 +62,10 @@ class Merger:
             if r is not None:
                 self._merge(ch, r)
             self.next += 1
+
+    def skim_schema(self, i: int) -> bytes | None:
+        """Skim ``i``'s columns' types, as the manifest keeps them."""
+        return merge_types(self.skim_schemas[i], self.empty_schemas[i])
 
     @property
     def waiting(self) -> int:
@@ -78,6 +93,10 @@ class Merger:
                 }
             )
         for i, schema in enumerate(r.get("skim_schemas") or []):
+            if r["skims"][i][1] == 0:
+                self.empty_schemas[i] = merge_types(self.empty_schemas[i], schema)
+                continue
+            check_part_types(self.skim_names[i], self.skim_schemas[i], schema, self.typed_by[i], chunk.index)
             self.skim_schemas[i] = merge_types(self.skim_schemas[i], schema)
         self.events += int(r["events"])
         self.reports.append(r["report"])
@@ -95,6 +114,37 @@ class Merger:
                 "seeded_statistics": bool(r.get("seeded_statistics")),
             }
         )
+
+
+def check_part_types(
+    skim: str, have: bytes | None, new: bytes | None, typed_by: dict[str, int], chunk: int
+) -> None:
+    """Refuses the part of ``chunk`` whose column types differ from those
+    of the earlier parts (``have``; ``typed_by``: the chunk that gave each
+    column's type, updated): the parts of one skim are read as one table,
+    and no part can be rewritten once written."""
+    if new is None:
+        return
+    import pyarrow as pa
+
+    from .._skim_types import holds, type_text
+
+    b = pa.ipc.read_schema(pa.py_buffer(new))
+    a = pa.ipc.read_schema(pa.py_buffer(have)) if have is not None else pa.schema([])
+    for f in b:
+        if pa.types.is_null(f.type):
+            continue
+        if f.name not in typed_by or f.name not in a.names or pa.types.is_null(a.field(f.name).type):
+            typed_by[f.name] = chunk
+            continue
+        old = a.field(f.name).type
+        if not (holds(old, f.type) and holds(f.type, old)):  # list offsets' width and nullability aside
+            raise ConfigurationError(
+                f"skim '{skim}': column '{f.name}' is {type_text(old)} in the part of chunk "
+                f"{typed_by[f.name]} but {type_text(f.type)} in the part of chunk {chunk}: the parts of a "
+                "distributed skim must have the same types (each is written apart); make what computes "
+                "it return one type (e.g. with .astype(np.float64))"
+            )
 
 
 def merge_types(have: bytes | None, new: bytes | None) -> bytes | None:

@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from .._skim_checks import check_skims
+from .._skim_types import schema_of
 from ..errors import ConfigurationError, EvflowError, InputError, JobError, ModuleError, with_product_hint
 from ..output import MANIFEST
 from .chunks import (
@@ -279,7 +281,7 @@ def run(
     client's ``target``'s. ``dashboard``: print the Dask dashboard's
     address on stderr when the job starts (default: with ``progress=True``)."""
     from .._job import _Plan
-    from .._modules import check_counts
+    from .._modules import check_counts, check_flag, check_progress
     from ..cutflow import build
     from ..result import Result
 
@@ -291,11 +293,14 @@ def run(
     check_counts(
         threads=threads, events_in_flight=events_in_flight, processes=processes, chunk_size=chunk_size
     )
+    check_progress(progress)
+    check_flag(skip_bad_files, "skip_bad_files")
     if on_error not in ("fail", "skip", "skip-chunk"):
         raise ConfigurationError(f"on_error must be 'fail', 'skip' or 'skip-chunk', not {on_error!r}")
     if executor not in ("threaded", "sequential"):
         raise ConfigurationError(f"executor must be 'threaded' or 'sequential', not {executor!r}")
     plan = _Plan(proc)  # checks the description before anything is submitted
+    check_skims(proc)  # before any skim directory is prepared: a refusal deletes nothing
     assert proc.source is not None
     source = _absolute(proc.source)
     kind = source_kind(source)
@@ -336,7 +341,7 @@ def run(
             for m in metas:
                 if m.error is not None:
                     if not skip_bad_files:
-                        raise with_product_hint(m.error, plan.product_of)
+                        raise with_product_hint(m.error, plan.product_of, proc)
                     skipped_files.append({"file": m.path, "error": str(m.error)})
         steps = batch_steps(source, metas)
         fixed = (
@@ -369,8 +374,10 @@ def run(
             "on_error": "skip" if on_error == "skip" else "fail",
             "filter_order": filter_order,
             "skims": skim_dirs,
+            # the types of branches that differ between files: every part writes them so
+            "skim_types": [schema_of(out._declared, out.columns) for out, _sel in proc.outputs],
         }
-        merger = Merger(list(templates), len(skim_dirs))
+        merger = Merger(list(templates), [out.path for out, _sel in proc.outputs])
         show: Callable[[int, int], None] | None = None
         bar: _Progress | None = None
         if progress is True:
@@ -486,7 +493,7 @@ def run(
 
     written = {}
     for i, ((out, _sel), d, p) in enumerate(zip(proc.outputs, skim_dirs, skim_paths, strict=True)):
-        schema = merger.skim_schemas[i] or input_types(source, list(out.columns))
+        schema = merger.skim_schema(i) or input_types(source, list(out.columns), out._declared)
         # Keyed by the path as given, as a single-process run keys them.
         written[out.path] = finish_skim(d, proc, list(out.columns), merger.skims[i], schema)
         if d != p:  # the single-process skim that was there

@@ -44,16 +44,20 @@ def prepare_skim_dir(path: str) -> None:
             os.remove(os.path.join(path, name))
 
 
-def input_types(source: Any, columns: list[str]) -> bytes:
+def input_types(source: Any, columns: list[str], declared: dict[str, Any] | None = None) -> bytes:
     """A skim's columns' types when no chunk told them (an input without
     events: no chunk ran), as a single-process run has them: a branch's
-    from the input (``Source.empty_batch``), null for a product."""
+    from the input (``Source.empty_batch``, or ``declared`` when its files
+    disagree), null for a product."""
     import pyarrow as pa
 
     from ..output import ParquetOutput
 
     fields = []
     for c in columns:
+        if declared and c in declared:
+            fields.append(pa.field(c, declared[c]))
+            continue
         try:
             batch = source.empty_batch([c], None)
         except (EvflowError, KeyError, OSError, ValueError):

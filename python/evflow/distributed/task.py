@@ -120,6 +120,7 @@ def run_chunk(
     """Runs the analysis on ``chunk``; returns the chunk's raw result, or
     ``{"error": ...}`` naming the module, file and entry range."""
     from .._job import run_process
+    from .._skim_types import read_declared
     from ..output import ParquetOutput
 
     t0 = time.perf_counter()
@@ -143,8 +144,10 @@ def run_chunk(
     skims = options.get("skims", [])
     proc.outputs = []
     parts: list[ParquetOutput] = []
-    for (out, select), directory in zip(base.outputs, skims, strict=True):
+    types = options.get("skim_types") or [None] * len(skims)
+    for (out, select), directory, declared in zip(base.outputs, skims, types, strict=True):
         part = ParquetOutput(os.path.join(directory, part_name(chunk.index)), out.columns, out.compression)
+        part._declared = read_declared(declared)  # as every other chunk's part
         proc.outputs.append((part, select))
         parts.append(part)
     try:

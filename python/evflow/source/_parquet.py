@@ -86,7 +86,11 @@ class ParquetSource(Source):
         _check_max_events(max_events)
         if engine not in ("native", "pyarrow"):
             raise ConfigurationError(f"engine must be 'native' or 'pyarrow', not {engine!r}")
-        self.files, schema = _expand_directories(_files(files))
+        given = _files(files)
+        #: the directories given, which stand for their Parquet files (a
+        #: skim must not be written into them: see ``_skim_checks``)
+        self.directories = [f for f in given if os.path.isdir(f)]
+        self.files, schema = _expand_directories(given)
         if not self.files and schema is None:
             raise InputError(f"the skims {_files(files)} have no row and their manifests no column types")
         #: the columns' types of skims without a row (a ``pyarrow.Schema``),

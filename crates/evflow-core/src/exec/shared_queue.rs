@@ -90,11 +90,18 @@ fn worker(queue: Arc<Queue>, thread: usize) {
             }
         };
         while let Some(task) = next.take() {
+            let starts_event = matches!(task, Task::Read { .. });
             if queue.engine.execute(task, &mut out, &submit, thread) {
                 lock(&queue).done = true;
                 queue.work_available.notify_all();
                 queue.finished.notify_all();
                 return;
+            }
+            if starts_event {
+                // A new event's modules queue behind those of older events
+                // (see the threaded executor's task loop).
+                push(&queue, out.drain(..));
+                break;
             }
             let mut follow_ups = out.drain(..);
             next = follow_ups.next();

@@ -226,8 +226,22 @@ impl Pool {
                 continue;
             };
             loop {
+                let starts_event = matches!(task, Task::Read { .. });
                 if self.engine.execute(task, &mut out, submit, me) {
                     self.finish();
+                    break;
+                }
+                if starts_event && !out.is_empty() {
+                    // A new event's first modules queue behind the work of
+                    // the events already in flight: a loop that kept them
+                    // would go on reading and running new events while
+                    // older ones waited in its deque until the end of the
+                    // job (their latency, their luminosity block's end).
+                    let tasks = out.len();
+                    for first in out.drain(..) {
+                        self.injector.push(first);
+                    }
+                    self.sleep.wake(tasks);
                     break;
                 }
                 // Keep the first follow-up here (depth first: an event's next

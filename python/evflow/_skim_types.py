@@ -1,0 +1,185 @@
+"""The Arrow types of skim columns.
+
+A skim is written batch by batch (or chunk by chunk, as parts) and its
+columns' types are fixed by the first rows written: a later batch of
+another type is cast into them only when that cast keeps every value
+exactly (``float32`` into ``float64``, ``int32`` into ``int64``); anything
+else (``float64`` into ``float32``, ``int64`` into ``bool``) is refused,
+naming the column, both types and the batch, never narrowed silently.
+
+A branch whose type differs between the input files (``float32`` in one,
+``float64`` in the next) takes, for the whole skim, the type that holds
+every file's values exactly, found before the job starts, so that the skim
+does not depend on the files' order and the parts of a distributed skim
+agree.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .errors import ConfigurationError, EvflowError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from .source import Source
+
+__all__ = ["branch_types", "common_type", "holds", "schema_of", "to_arrow", "type_text"]
+
+#: Bits of a float's mantissa (with the implicit one): the widest integer it holds exactly.
+_MANTISSA = {16: 11, 32: 24, 64: 53}
+
+
+def to_arrow(v: Any) -> Any:
+    """A column of a batch (numpy or awkward) as the Arrow array a skim writes."""
+    import awkward as ak
+    import numpy as np
+    import pyarrow as pa
+
+    if isinstance(v, np.ndarray) and v.ndim > 1:
+        # One list per event, of variable size in the file (as jagged
+        # columns): the native Parquet reader reads it back.
+        v = ak.from_regular(ak.from_numpy(v), axis=None)
+    if isinstance(v, ak.Array):
+        return ak.to_arrow(v, extensionarray=False)
+    return pa.array(v)
+
+
+def _is_list(t: pa.DataType) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t))
+
+
+def _value_bits(t: pa.DataType) -> int:
+    """Bits an integer type's magnitudes use (its sign bit not counted)."""
+    import pyarrow as pa
+
+    return int(t.bit_width) - (1 if pa.types.is_signed_integer(t) else 0)
+
+
+def holds(have: pa.DataType, new: pa.DataType) -> bool:
+    """Whether a column of type ``have`` holds every value of type ``new``
+    exactly (list offsets' width, field names and nullability aside)."""
+    import pyarrow as pa
+
+    if have == new or pa.types.is_null(new):
+        return True
+    if pa.types.is_integer(have) and pa.types.is_integer(new):
+        if pa.types.is_signed_integer(new) and pa.types.is_unsigned_integer(have):
+            return False
+        return _value_bits(have) >= _value_bits(new)
+    if pa.types.is_floating(have):
+        if pa.types.is_floating(new):
+            return bool(have.bit_width >= new.bit_width)
+        if pa.types.is_integer(new):
+            return _value_bits(new) <= _MANTISSA[have.bit_width]
+        return False
+    if _is_list(have) and _is_list(new):
+        if pa.types.is_fixed_size_list(have) and have != new:
+            return False  # a fixed size takes no other list
+        return holds(have.value_type, new.value_type)
+    if pa.types.is_struct(have) and pa.types.is_struct(new):
+        names = [have.field(i).name for i in range(have.num_fields)]
+        if names != [new.field(i).name for i in range(new.num_fields)]:
+            return False
+        return all(holds(have.field(i).type, new.field(i).type) for i in range(have.num_fields))
+    return False
+
+
+def common_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
+    """The narrowest type holding every value of ``a`` and of ``b`` exactly
+    (``None``: none does, e.g. ``int64`` and ``float64``, flat and jagged)."""
+    import pyarrow as pa
+
+    if holds(a, b):
+        return a
+    if holds(b, a):
+        return b
+    if _is_list(a) and _is_list(b) and not pa.types.is_fixed_size_list(a):
+        inner = common_type(a.value_type, b.value_type)
+        if inner is None:
+            return None
+        field = a.value_field.with_type(inner)
+        return pa.large_list(field) if pa.types.is_large_list(a) else pa.list_(field)
+    if pa.types.is_null(a):
+        return b
+    candidates = [pa.int16(), pa.int32(), pa.int64(), pa.float32(), pa.float64()]
+    return next((c for c in candidates if holds(c, a) and holds(c, b)), None)
+
+
+def type_text(t: pa.DataType) -> str:
+    """A type as a message shows it (the list item's name and nullability left out)."""
+    import pyarrow as pa
+
+    if _is_list(t):
+        return f"list<{type_text(t.value_type)}>"
+    if pa.types.is_struct(t):
+        return "struct<" + ", ".join(f"{f.name}: {type_text(f.type)}" for f in t) + ">"
+    return str(t)
+
+
+def schema_of(declared: dict[str, pa.DataType], columns: Sequence[str]) -> bytes | None:
+    """``declared`` as a serialized Arrow schema (``None``: nothing declared),
+    to hand to a distributed run's chunks."""
+    if not declared:
+        return None
+    import pyarrow as pa
+
+    fields = [pa.field(c, declared[c]) for c in columns if c in declared]
+    return bytes(pa.schema(fields).serialize().to_pybytes())
+
+
+def read_declared(schema: bytes | None) -> dict[str, pa.DataType]:
+    """What :func:`schema_of` wrote."""
+    if schema is None:
+        return {}
+    import pyarrow as pa
+
+    s = pa.ipc.read_schema(pa.py_buffer(schema))
+    return {f.name: f.type for f in s}
+
+
+def branch_types(source: Source, columns: Sequence[str], skim: str) -> dict[str, pa.DataType]:
+    """The type each branch among ``columns`` takes in the skim ``skim``,
+    for the branches whose type differs between the source's files (the
+    type holding every file's values exactly); a branch with no such type
+    is a :class:`ConfigurationError` naming it, both files and both types.
+    Branches of one type everywhere are left out (the batches tell them)."""
+    files = list(getattr(source, "files", None) or [])
+    if len(files) < 2 or not columns:
+        return {}
+    seen: dict[str, tuple[Any, str]] = {}
+    widest: dict[str, Any] = {}
+    differs: set[str] = set()
+    for f in files:
+        one = copy.copy(source)
+        one.files = [f]  # type: ignore[attr-defined]
+        try:
+            batch = one.empty_batch(list(columns), None)
+        except (EvflowError, OSError, KeyError, ValueError):
+            return {}  # an unreadable file: the job's own checks name it
+        if batch is None:
+            return {}
+        for c in columns:
+            t = to_arrow(batch.columns[c]).type
+            if c not in seen:
+                seen[c] = (t, f)
+                widest[c] = t
+                continue
+            if not (holds(t, seen[c][0]) and holds(seen[c][0], t)):
+                differs.add(c)
+            common = common_type(widest[c], t)
+            if common is None:
+                first, where = seen[c]
+                raise ConfigurationError(
+                    f"skim '{skim}': branch '{c}' is {type_text(first)} in file '{where}' but "
+                    f"{type_text(t)} in file '{f}', and no type holds both exactly: skim a product "
+                    "converting it to one type instead"
+                )
+            widest[c] = common
+    # Every chunk of a distributed run writes such a column with this type.
+    return {c: t for c, t in widest.items() if c in differs}

@@ -1,0 +1,189 @@
+"""What the command line writes (``--report``, ``--trace``, ``--save``,
+``--plot``) is checked before the job starts and written without replacing
+links or devices; the data tool and the API's typed arguments give clear
+errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+import hist
+import numpy as np
+import pytest
+
+import evflow as ef
+from evflow.cli import main
+
+ANALYSIS = """
+import pathlib
+import evflow as ef
+
+pathlib.Path(__file__).with_name("loaded").touch()  # the analysis file was run
+proc = ef.Process("cli")
+proc.source = ef.source.synthetic(400, step_size=200)
+proc.histogram("met", column="MET_pt", bins=10, range=(0, 200))
+"""
+
+
+@pytest.fixture
+def analysis(tmp_path: Path) -> Path:
+    path = tmp_path / "analysis.py"
+    path.write_text(ANALYSIS)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        (
+            ["--report", "/nonexistent/dir/r.json"],
+            r"--report /nonexistent/dir/r\.json: no directory '/nonexistent/dir'",
+        ),
+        (["--trace", "{tmp}/no/t.json"], r"--trace .*/no/t\.json: no directory '.*/no'"),
+        (["--report", "{tmp}"], r"--report .*: is a directory"),
+        (["--report", "{tmp}/r.json", "--trace", "{tmp}/r.json"], r"--report and --trace name the same file"),
+        (["--report", "{tmp}/analysis.py"], r"--report .*analysis\.py is the analysis file"),
+        (["--save", "{tmp}/analysis.py"], r"--save .*analysis\.py: not a directory \(is a file\)"),
+        (["--plot", "{tmp}/analysis.py/plots"], r"--plot .*: not a directory \('.*analysis\.py' is a file\)"),
+    ],
+)
+def test_output_options_are_checked_before_the_job(
+    analysis: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], options: list[str], says: str
+) -> None:
+    argv = ["run", str(analysis), "-q", *(o.replace("{tmp}", str(tmp_path)) for o in options)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("evflow: error: ") and __import__("re").search(says, err), err
+    assert not (tmp_path / "loaded").exists(), "refused before the analysis ran"
+    assert analysis.read_text() == ANALYSIS
+
+
+def test_a_report_follows_a_link_and_replaces_a_file_whole(analysis: Path, tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere" / "report.json"
+    target.parent.mkdir()
+    link = tmp_path / "report.json"
+    link.symlink_to(target)  # a link to a file not written yet
+    assert main(["run", str(analysis), "-q", "--report", str(link), "--save", str(tmp_path / "saved")]) == 0
+    assert link.is_symlink() and json.loads(target.read_text())["events_processed"] == 400
+    assert json.loads((tmp_path / "saved" / "report.json").read_text())["events_processed"] == 400
+    target.write_text("old")
+    assert main(["run", str(analysis), "-q", "--report", str(target)]) == 0
+    assert json.loads(target.read_text())["events_processed"] == 400
+    assert sorted(os.listdir(target.parent)) == ["report.json"], "no partial file left"
+
+
+def test_a_report_into_a_pipe_is_written_into_it(analysis: Path, tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    try:
+        assert main(["run", str(analysis), "-q", "--report", str(fifo)]) == 0
+    finally:
+        if reader.is_alive():  # the run failed before opening it: let the reader end
+            with open(fifo, "w"):
+                pass
+        reader.join(timeout=10)
+    assert fifo.is_fifo(), "the pipe is not replaced by a regular file"
+    assert json.loads(got[0])["events_processed"] == 400
+
+
+def test_result_save_and_plot_onto_a_file_are_named(tmp_path: Path) -> None:
+    proc = ef.Process("saved")
+    proc.source = ef.source.synthetic(100)
+    result = proc.run(threads=1)
+    a_file = tmp_path / "x.json"
+    a_file.write_text("mine")
+    with pytest.raises(ef.ConfigurationError, match=r"Result\.save: '.*x\.json' is a file, not a directory"):
+        result.save(a_file)
+    with pytest.raises(ef.ConfigurationError, match=r"plot: '.*x\.json' is a file, not a directory"):
+        result.plot(a_file)
+    assert a_file.read_text() == "mine"
+
+
+def test_resampling_a_tree_without_entries_names_file_and_tree(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import uproot
+
+    from evflow.data import main as data_main
+
+    empty = tmp_path / "empty.root"
+    with uproot.recreate(empty) as f:
+        f.mktree("tr", {"met": np.float64})
+    out = tmp_path / "out.parquet"
+    assert data_main(["resample", str(empty), "--tree", "tr", "--events", "10", "--out", str(out), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot resample file '{empty}': its tree 'tr' has no entry" in err
+    assert not out.exists()
+
+
+# -- typed arguments of the API ----------------------------------------------------
+
+
+def _proc() -> ef.Process:
+    proc = ef.Process("args")
+    proc.source = ef.source.synthetic(300, step_size=100)
+    return proc
+
+
+def test_boolean_and_progress_arguments_are_checked_when_given() -> None:
+    proc = _proc()
+
+    @proc.filter(consumes=["MET_pt"])
+    def low(ev: ef.Events) -> np.ndarray:
+        return ev.MET_pt < 50
+
+    with pytest.raises(
+        ef.ConfigurationError, match=r"path 'p': reorderable must be True or False, not 'yes'"
+    ):
+        proc.path("p", [low], reorderable="yes")  # type: ignore[arg-type]
+    proc.path("p", [low], reorderable=True)
+    for kwargs, says in [
+        ({"progress": "yes"}, r"progress must be True .*, not 'yes'"),
+        ({"progress": 3}, r"progress must be True .*, not 3"),
+        ({"trace": 1}, r"trace must be True or False, not 1"),
+        ({"skip_bad_files": "no"}, r"skip_bad_files must be True or False, not 'no'"),
+    ]:
+        with pytest.raises(ef.ConfigurationError, match=says):
+            proc.run(threads=1, **kwargs)
+    with pytest.raises(ef.ConfigurationError, match=r"module 'f': device_required must be True or False"):
+        proc.filter(lambda ev: ev.MET_pt > 0, label="f", device_required="yes")  # type: ignore[arg-type]
+    calls: list[tuple[int, int]] = []
+    assert proc.run(threads=1, progress=lambda b, e: calls.append((b, e))).events == 300
+    assert calls[-1] == (3, 300)
+
+
+def test_a_growing_regular_axis_is_refused_and_a_growing_category_works() -> None:
+    proc = _proc()
+    with pytest.raises(
+        ef.ConfigurationError, match=r"histogram 'g': axis 0 is a growing Regular axis .*cannot merge"
+    ):
+        proc.histogram("g", column="MET_pt", hist=hist.Hist(hist.axis.Regular(10, 0, 50, growth=True)))
+    proc.histogram("n", column="nJet", hist=hist.Hist(hist.axis.IntCategory([], growth=True)))
+    seen: list[np.ndarray] = []
+
+    @proc.analyzer(consumes=["nJet"])
+    def keep(ev: ef.Events) -> None:
+        seen.append(np.asarray(ev.nJet))
+
+    h = proc.run(threads=2).histograms["n"]
+    values, counts = np.unique(np.concatenate(seen), return_counts=True)
+    assert {int(c): h[hist.loc(int(c))] for c in values} == dict(
+        zip(values.tolist(), counts.tolist(), strict=True)
+    )
+
+
+def test_a_histogram_of_an_unknown_column_is_named() -> None:
+    proc = _proc()
+    proc.histogram("h", column="nonexist", bins=3, range=(0, 1))
+    with pytest.raises(
+        ef.MissingBranchError,
+        match=r"branch 'nonexist' not found in the synthetic source; histogram 'h' reads 'nonexist', which is "
+        "neither a product of a producer nor a branch of the input",
+    ):
+        proc.run(threads=1)
