@@ -9,6 +9,8 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+echo "== cargo doc (broken or private links are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --exclude evflow-python --no-deps --quiet
 echo "== cargo test"
 cargo test --release --quiet
 

@@ -42,13 +42,15 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
         ExecutorArg::Threaded => ExecutorKind::Threaded,
         ExecutorArg::Sequential => ExecutorKind::Sequential,
     };
-    let events_in_flight =
-        args.events_in_flight
-            .or(loaded.events_in_flight)
-            .unwrap_or(match executor {
-                ExecutorKind::Threaded => threads,
-                ExecutorKind::Sequential => 1,
-            });
+    let events_in_flight = args
+        .events_in_flight
+        .or(loaded.events_in_flight)
+        .unwrap_or(match executor {
+            ExecutorKind::Threaded => threads,
+            ExecutorKind::Sequential => 1,
+        })
+        // No more slots than events: the others would never fill.
+        .min(usize::try_from(loaded.events).unwrap_or(usize::MAX).max(1));
     if let Some(devices) = &loaded.devices {
         devices.set_options(evflow_device::DeviceOptions {
             events_in_flight,

@@ -129,7 +129,10 @@ pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
     let events_in_flight = args
         .events_in_flight
         .or(loaded.events_in_flight)
-        .unwrap_or(cores);
+        .unwrap_or(cores)
+        // No more slots than events: the others would never fill (and the
+        // critical-path bound would count them).
+        .min(usize::try_from(loaded.events).unwrap_or(usize::MAX).max(1));
     let options = evflow_sim::SimOptions {
         cores,
         events_in_flight,

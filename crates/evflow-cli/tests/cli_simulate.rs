@@ -541,3 +541,36 @@ fn simulate_names_inputs_it_cannot_use() {
         assert!(stderr(&out).contains(expected), "{}", stderr(&out));
     }
 }
+
+/// More events in flight than events: the job has as many slots as events
+/// (the others would never fill), and says so.
+#[test]
+fn events_in_flight_beyond_the_events_are_not_counted() {
+    let demo = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/configs/demo.toml"
+    );
+    let out = evflow(&["simulate", demo, "--cores", "4", "-k", "65536", "-n", "200"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("on 4 cores with 200 events in flight"),
+        "{}",
+        stdout(&out)
+    );
+    let report = scratch("kbeyond").join("r.json");
+    let out = evflow(&[
+        "run",
+        demo,
+        "-j",
+        "2",
+        "-k",
+        "65536",
+        "-n",
+        "20",
+        "-q",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(read_json(&report)["events_in_flight"], 20);
+}

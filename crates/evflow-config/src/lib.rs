@@ -57,6 +57,9 @@
 //! );
 //! ```
 
+// Public types print in tests and users' logs.
+#![warn(missing_debug_implementations)]
+
 mod cms_json;
 mod common;
 mod device;

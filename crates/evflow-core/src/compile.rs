@@ -9,52 +9,7 @@ use crate::graph::{EndStep, Graph, ModuleNode, PathNode, ProductNode};
 use crate::ids::{Concurrency, InputTag, ModuleKind};
 use crate::process::{ModuleDesc, PathDesc, Process};
 
-/// A configuration error, found before any event runs.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
-    #[error("module label '{0}' is used more than once")]
-    DuplicateLabel(String),
-    #[error("module label '{0}' is invalid: {1}")]
-    InvalidLabel(String, String),
-    #[error("module '{module}' consumes '{product}', which no module produces")]
-    MissingProduct { module: String, product: String },
-    #[error("module '{module}' declares product instance '{instance}' twice")]
-    DuplicateProduct { module: String, instance: String },
-    /// Modules that need each other's products, in running order: each
-    /// reads a product of the one before; the last is the first again.
-    #[error(
-        "dependency cycle among modules: {} (each reads a product of the one before)",
-        .0.join(" -> ")
-    )]
-    Cycle(Vec<String>),
-    /// The order constraints of a path allow no order: each step of
-    /// `cycle` must run before the next (the last is the first again), by
-    /// an `after` constraint or, for the pairs in `data`
-    /// (`(earlier, later)`), because the later step needs the earlier's
-    /// products.
-    #[error("{}", path_cycle_message(.path, .cycle, .data))]
-    PathCycle {
-        path: String,
-        cycle: Vec<String>,
-        data: Vec<(String, String)>,
-    },
-    #[error("{kind} '{path}' names unknown module '{module}'")]
-    UnknownPathModule {
-        kind: &'static str,
-        path: String,
-        module: String,
-    },
-    #[error("path name '{0}' is used more than once")]
-    DuplicatePath(String),
-    #[error("module '{module}' selects events of unknown path '{path}'")]
-    UnknownSelectPath { module: String, path: String },
-    #[error("module '{module}': {reason}")]
-    InvalidModule { module: String, reason: String },
-    #[error("invalid concurrency for module '{module}': {reason}")]
-    InvalidConcurrency { module: String, reason: String },
-    #[error("the process has no source")]
-    NoSource,
-}
+pub use crate::config_error::ConfigError;
 
 impl Process {
     /// Checks the description and compiles the static scheduling graph.
@@ -87,6 +42,14 @@ fn check_labels(process: &Process) -> Result<HashMap<&str, usize>, ConfigError> 
                 "labels are non-empty, without ':' or surrounding spaces".into(),
             ));
         }
+        if m.label == SOURCE_LABEL {
+            return Err(ConfigError::InvalidLabel(
+                m.label.clone(),
+                "the source's products are named 'source' and 'source:instance': choose another \
+                 label"
+                    .into(),
+            ));
+        }
         if index.insert(m.label.as_str(), i).is_some() {
             return Err(ConfigError::DuplicateLabel(m.label.clone()));
         }
@@ -94,6 +57,9 @@ fn check_labels(process: &Process) -> Result<HashMap<&str, usize>, ConfigError> 
     }
     Ok(index)
 }
+
+/// The label of the source's products (`source`, `source:instance`).
+const SOURCE_LABEL: &str = "source";
 
 /// Every product of the job, and which module (or the source) puts it.
 struct Products {
@@ -114,7 +80,13 @@ fn collect_products(process: &Process) -> Result<Products, ConfigError> {
         .map(|s| s.produces())
         .unwrap_or_default();
     for instance in source_products {
-        let tag = InputTag::new("source", instance);
+        let tag = InputTag::new(SOURCE_LABEL, instance.clone());
+        if product_index.contains_key(&tag) {
+            return Err(ConfigError::DuplicateProduct {
+                module: SOURCE_LABEL.into(),
+                instance,
+            });
+        }
         product_index.insert(tag.clone(), products.len());
         products.push(ProductNode {
             tag,
@@ -239,6 +211,11 @@ fn path_nodes<'p>(
 ) -> Result<(Vec<PathNode>, HashMap<&'p str, usize>), ConfigError> {
     let mut paths: Vec<PathNode> = Vec::new();
     let mut path_names: HashMap<&str, usize> = HashMap::new();
+    for p in process.paths.iter().chain(&process.end_paths) {
+        if p.name.trim().is_empty() || p.name.trim() != p.name {
+            return Err(ConfigError::InvalidPathName(p.name.clone()));
+        }
+    }
     for p in &process.paths {
         if path_names.insert(p.name.as_str(), paths.len()).is_some() {
             return Err(ConfigError::DuplicatePath(p.name.clone()));
@@ -493,26 +470,6 @@ fn constraint_cycle(edges: &[(usize, usize)], indegree: &[usize]) -> Vec<usize> 
         walk.push(before);
         at = before;
     }
-}
-
-fn path_cycle_message(path: &str, cycle: &[String], data: &[(String, String)]) -> String {
-    let mut message = format!(
-        "path '{path}': the 'after' constraints form a cycle{}: {}",
-        if data.is_empty() {
-            ""
-        } else {
-            " with the data dependencies"
-        },
-        cycle.join(" -> ")
-    );
-    if !data.is_empty() {
-        let needs: Vec<String> = data
-            .iter()
-            .map(|(earlier, later)| format!("'{later}' needs products of '{earlier}'"))
-            .collect();
-        message += &format!(" ({})", needs.join("; "));
-    }
-    message
 }
 
 fn check_concurrency(m: &ModuleDesc) -> Result<(), ConfigError> {

@@ -137,8 +137,10 @@ impl<'a> Event<'a> {
 
     /// For a module that processes many events at once (a batch of a
     /// columnar analysis): how many events it saw and how many it let
-    /// through. Cut-flows and the adaptive ordering of filters then count
-    /// events rather than batches. Set at most once per call.
+    /// through. The adaptive ordering of filters then counts events rather
+    /// than batches (pass rates and costs per event); the report's path and
+    /// step counts stay one per call (a face that processes batches makes
+    /// its cut-flows from these counts itself). Set at most once per call.
     pub fn set_filter_counts(&self, seen: u64, passed: u64) {
         let _ = self.data.step_counts[self.module].set((seen, passed.min(seen)));
     }
@@ -203,4 +205,13 @@ impl<'a> Event<'a> {
 #[inline]
 fn same_name(a: &str, b: &str) -> bool {
     a.len() == b.len() && (a.is_empty() || a.as_bytes() == b.as_bytes())
+}
+
+impl std::fmt::Debug for Event<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Event")
+            .field("id", &self.id())
+            .field("index", &self.index())
+            .finish_non_exhaustive()
+    }
 }

@@ -26,6 +26,7 @@ pub enum RunError {
 
 /// Runs a process to the end of its source.
 pub fn run(mut process: Process, options: &RunOptions) -> Result<Report, RunError> {
+    options.check()?;
     let graph = Arc::new(process.compile()?);
     let source = process.source.take().ok_or(ConfigError::NoSource)?;
     let instances = std::mem::take(&mut process.modules)

@@ -69,7 +69,11 @@
 //! assert_eq!(report.module("squares").unwrap().calls, 8);
 //! ```
 
+// Public types print in tests and users' logs.
+#![warn(missing_debug_implementations)]
+
 mod compile;
+mod config_error;
 mod error;
 mod event;
 mod exec;
@@ -96,7 +100,8 @@ pub use ids::{Concurrency, EventId, InputTag, ModuleKind};
 pub use job::{OVERSUBSCRIBED, RunError, run};
 pub use module::{Analyzer, Completion, Filter, ModuleImpl, Output, Producer, Transitions};
 pub use options::{
-    DEFAULT_CONCURRENT_LUMIS, ErrorPolicy, ExecutorKind, PlannerFactory, ProgressFn, RunOptions,
+    DEFAULT_CONCURRENT_LUMIS, ErrorPolicy, ExecutorKind, MAX_EVENTS_IN_FLIGHT, PlannerFactory,
+    ProgressFn, RunOptions,
 };
 pub use process::{CostModel, DecisionModel, ModuleDesc, PathDesc, Process};
 pub use report::{
@@ -109,3 +114,8 @@ pub use trigger::TriggerResults;
 
 /// rayon, re-exported for intra-module parallelism on the engine's pool.
 pub use rayon as parallel;
+
+/// The README's Rust example, compiled and run as a test.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeExample;

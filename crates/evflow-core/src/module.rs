@@ -48,6 +48,9 @@ pub trait Producer: Transitions {
     /// [`Producer::produce`] on the same instance. No engine thread waits in
     /// between; a serial, cloned or exclusive module keeps its instance (and
     /// resources) during the wait.
+    ///
+    /// Without `external_work(true)` on the module's description the
+    /// engine never calls `acquire` (the module is a plain producer).
     fn acquire(&self, _event: &Event<'_>, done: Completion) -> ModuleResult {
         done.finish(Ok(()));
         Ok(())
@@ -116,7 +119,10 @@ impl ModuleImpl {
 
 /// Handed to [`Producer::acquire`]: call [`finish`](Completion::finish) once
 /// the external work is done. Dropping it unfinished reports an error rather
-/// than leaving the event waiting forever.
+/// than leaving the event waiting forever; keeping it and never finishing
+/// it leaves the event in flight, and the job never ends (the engine cannot
+/// tell slow work from lost work: a module that may lose work should
+/// finish the completion with an error after a time-out of its own).
 pub struct Completion {
     notify: Option<Box<dyn FnOnce(ModuleResult) + Send>>,
 }
@@ -143,5 +149,24 @@ impl Drop for Completion {
                 "external work was dropped without calling Completion::finish",
             )));
         }
+    }
+}
+
+impl std::fmt::Debug for ModuleImpl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ModuleImpl::Producer(_) => "ModuleImpl::Producer(..)",
+            ModuleImpl::Filter(_) => "ModuleImpl::Filter(..)",
+            ModuleImpl::Analyzer(_) => "ModuleImpl::Analyzer(..)",
+            ModuleImpl::Output(_) => "ModuleImpl::Output(..)",
+        })
+    }
+}
+
+impl std::fmt::Debug for Completion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Completion")
+            .field("finished", &self.notify.is_none())
+            .finish()
     }
 }

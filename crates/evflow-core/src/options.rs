@@ -38,12 +38,16 @@ pub enum ErrorPolicy {
 /// How to run a job.
 #[derive(Clone)]
 pub struct RunOptions {
+    /// Threads of the threaded executor (at least 1; the sequential
+    /// executor uses one).
     pub threads: usize,
-    /// Maximum number of events processed at once (K); also bounds memory.
+    /// Maximum number of events processed at once (K, from 1 to
+    /// [`MAX_EVENTS_IN_FLIGHT`]); also bounds memory: the engine keeps the
+    /// state of K events, allocated when the job starts.
     pub events_in_flight: usize,
     pub executor: ExecutorKind,
     pub on_error: ErrorPolicy,
-    /// Record a trace of every module execution into [`Report::trace`].
+    /// Record a trace of every module execution into [`Report::trace`](crate::report::Report::trace).
     pub trace: bool,
     pub progress: Option<ProgressFn>,
     /// Orders reorderable paths; `None`: every path in its written order.
@@ -56,6 +60,39 @@ pub struct RunOptions {
     /// process events of an older block; every end-lumi comes after all
     /// events of its block, in block order.
     pub concurrent_lumis: usize,
+}
+
+/// The largest [`RunOptions::events_in_flight`]: each event in flight
+/// holds per-module state allocated when the job starts, so a mistyped
+/// value must be an error, not an allocation that aborts the process.
+pub const MAX_EVENTS_IN_FLIGHT: usize = 1 << 20;
+
+impl RunOptions {
+    /// Checks the values [`run`](crate::job::run) refuses (it calls this).
+    ///
+    /// ```
+    /// use evflow_core::RunOptions;
+    ///
+    /// assert!(RunOptions::default().check().is_ok());
+    /// let zero = RunOptions { threads: 0, ..RunOptions::default() };
+    /// assert!(zero.check().unwrap_err().to_string().contains("threads must be at least 1"));
+    /// ```
+    pub fn check(&self) -> Result<(), crate::config_error::ConfigError> {
+        let invalid = |m: String| Err(crate::config_error::ConfigError::InvalidOptions(m));
+        if self.threads == 0 {
+            return invalid("threads must be at least 1, not 0".into());
+        }
+        if !(1..=MAX_EVENTS_IN_FLIGHT).contains(&self.events_in_flight) {
+            return invalid(format!(
+                "events_in_flight must be from 1 to {MAX_EVENTS_IN_FLIGHT}, not {}",
+                self.events_in_flight
+            ));
+        }
+        if self.concurrent_lumis == 0 {
+            return invalid("concurrent_lumis must be at least 1, not 0".into());
+        }
+        Ok(())
+    }
 }
 
 /// Default of [`RunOptions::concurrent_lumis`] (see docs/performance.md,

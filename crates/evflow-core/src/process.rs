@@ -298,3 +298,27 @@ impl Process {
         self.source.take()
     }
 }
+
+impl std::fmt::Debug for ModuleDesc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModuleDesc")
+            .field("label", &self.label)
+            .field("kind", &self.kind)
+            .field("consumes", &self.consumes)
+            .field("produces", &self.produces)
+            .field("concurrency", &self.concurrency)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Process {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Process")
+            .field("name", &self.name)
+            .field("modules", &self.modules)
+            .field("paths", &self.paths)
+            .field("end_paths", &self.end_paths)
+            .field("source", &self.source.as_ref().map(|s| s.describe()))
+            .finish()
+    }
+}

@@ -219,7 +219,7 @@ impl Report {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 pub struct ChromeTrace {
     #[serde(rename = "traceEvents")]
     pub trace_events: Vec<ChromeEvent>,
@@ -227,7 +227,7 @@ pub struct ChromeTrace {
     pub display_time_unit: &'static str,
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 pub struct ChromeEvent {
     pub name: String,
     pub cat: &'static str,
@@ -240,7 +240,7 @@ pub struct ChromeEvent {
     pub args: Option<ChromeArgs>,
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 #[serde(untagged)]
 pub enum ChromeArgs {
     /// The event a slice belongs to.

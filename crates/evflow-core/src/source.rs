@@ -128,3 +128,11 @@ impl Source for EmptySource {
         format!("empty source ({} events)", self.events)
     }
 }
+
+impl std::fmt::Debug for SourceProducts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.items.iter().map(|(name, p)| (name, p.type_name)))
+            .finish()
+    }
+}

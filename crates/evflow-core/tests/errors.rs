@@ -830,3 +830,110 @@ fn end_path_module_needed_by_a_path_is_rejected_or_runs() {
         Err(e) => panic!("{e}"),
     }
 }
+
+/// A source declaring its products.
+struct Declaring(Vec<&'static str>, EmptySource);
+
+impl Source for Declaring {
+    fn produces(&self) -> Vec<String> {
+        self.0.iter().map(|s| s.to_string()).collect()
+    }
+    fn next_event(
+        &mut self,
+        products: &mut SourceProducts,
+    ) -> Result<Option<EventId>, ModuleError> {
+        let id = self.1.next_event(products)?;
+        if id.is_some() {
+            for p in &self.0 {
+                products.put(p, 1u64);
+            }
+        }
+        Ok(id)
+    }
+}
+
+/// Misuses of the API found before any event runs, each named: options out
+/// of range (a mistyped events in flight allocated its slots and aborted
+/// the process), a module labelled like the source's products, a source
+/// declaring a product twice, a path without a name.
+#[test]
+fn misuse_is_refused_before_the_job_by_name() {
+    let job = |build: &dyn Fn(&mut Process)| {
+        let log = Log::new();
+        let mut p = Process::new("misuse");
+        p.set_source(EmptySource::new(4));
+        p.add(Probe::new(&log, "a").filter());
+        p.path("p", ["a"]);
+        build(&mut p);
+        p
+    };
+    let config_error = |p: Process, options: RunOptions| match run_watched(p, options) {
+        Err(RunError::Config(e)) => e.to_string(),
+        Ok(_) => panic!("the job ran"),
+        Err(e) => panic!("not a configuration error: {e}"),
+    };
+    for (options, expected) in [
+        (
+            RunOptions {
+                threads: 0,
+                ..threaded(1, 1)
+            },
+            "invalid run options: threads must be at least 1, not 0",
+        ),
+        (
+            RunOptions {
+                events_in_flight: 0,
+                ..threaded(1, 1)
+            },
+            "invalid run options: events_in_flight must be from 1 to 1048576, not 0",
+        ),
+        (
+            RunOptions {
+                events_in_flight: 100_000_000,
+                ..threaded(1, 1)
+            },
+            "events_in_flight must be from 1 to 1048576, not 100000000",
+        ),
+        (
+            RunOptions {
+                concurrent_lumis: 0,
+                ..sequential(1)
+            },
+            "concurrent_lumis must be at least 1, not 0",
+        ),
+    ] {
+        let e = config_error(job(&|_| {}), options);
+        assert!(e.contains(expected), "{e}");
+    }
+    let e = config_error(
+        job(&|p| {
+            p.add(Probe::new(&Log::new(), "source").puts(&[""]).producer());
+        }),
+        threaded(1, 1),
+    );
+    assert!(e.contains("module label 'source' is invalid"), "{e}");
+    let e = config_error(
+        job(&|p| {
+            p.set_source(Declaring(vec!["x", "x"], EmptySource::new(4)));
+        }),
+        threaded(1, 1),
+    );
+    assert!(
+        e.contains("module 'source' declares product instance 'x' twice"),
+        "{e}"
+    );
+    for name in ["", " p2"] {
+        let e = config_error(
+            job(&|p| {
+                p.path(name, ["a"]);
+            }),
+            threaded(1, 1),
+        );
+        assert!(e.contains(&format!("path name '{name}' is invalid")), "{e}");
+    }
+    // The detector works: a source of distinct products runs.
+    let p = job(&|p| {
+        p.set_source(Declaring(vec!["x", "y"], EmptySource::new(4)));
+    });
+    assert_eq!(run_watched(p, threaded(1, 1)).unwrap().events, 4);
+}

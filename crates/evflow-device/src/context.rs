@@ -50,6 +50,48 @@ impl Default for DeviceOptions {
     }
 }
 
+impl DeviceOptions {
+    /// Checks the values device modules refuse when built and when a job
+    /// begins: a split fraction outside 0–1, no events in flight or host
+    /// threads, a combining count or stream count of 0, a time-out that is
+    /// not a number of seconds.
+    ///
+    /// ```
+    /// use evflow_device::{DeviceOptions, SplitMode};
+    ///
+    /// assert!(DeviceOptions::default().check().is_ok());
+    /// let bad = DeviceOptions { split: SplitMode::Fixed(7.0), ..DeviceOptions::default() };
+    /// assert!(bad.check().unwrap_err().to_string().contains("split fraction"));
+    /// ```
+    pub fn check(&self) -> Result<(), DeviceError> {
+        let bad = |m: String| Err(DeviceError::Options(m));
+        if let SplitMode::Fixed(f) = self.split
+            && !(0.0..=1.0).contains(&f)
+        {
+            return bad(format!(
+                "the fixed split fraction must be from 0 to 1 (the device's share), not {f}"
+            ));
+        }
+        for (name, value) in [
+            ("events_in_flight", self.events_in_flight),
+            ("host_threads", self.host_threads),
+            ("combine.max_events", self.combine.max_events),
+            ("cuda_streams", self.cuda_streams),
+        ] {
+            if value == 0 {
+                return bad(format!("{name} must be at least 1, not 0"));
+            }
+        }
+        if !(self.combine.timeout_s.is_finite() && self.combine.timeout_s >= 0.0) {
+            return bad(format!(
+                "combine.timeout_s must be a number of seconds >= 0, not {}",
+                self.combine.timeout_s
+            ));
+        }
+        Ok(())
+    }
+}
+
 type ReportFn = Box<dyn Fn() -> DeviceModuleReport + Send + Sync>;
 
 /// What the simulator needs to know of a synthetic device module.

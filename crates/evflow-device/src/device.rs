@@ -135,6 +135,7 @@ pub struct LaunchTimes {
 }
 
 /// A finished launch: the results, with their offsets.
+#[derive(Debug)]
 pub struct LaunchOutput {
     pub output: Vec<u8>,
     pub out_offsets: Vec<usize>,
@@ -148,6 +149,9 @@ pub type LaunchDone = Box<dyn FnOnce(Result<LaunchOutput, DeviceError>) + Send>;
 /// adds the module and the event.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DeviceError {
+    /// A [`DeviceOptions`](crate::DeviceOptions) value out of its range.
+    #[error("invalid device options: {0}")]
+    Options(String),
     #[error("device '{device}': no such device ({reason})")]
     Unavailable { device: String, reason: String },
     #[error("device '{device}': kernel '{kernel}' failed to compile: {message}")]
@@ -212,4 +216,17 @@ pub trait Device: Send + Sync {
     }
     /// Busy time of the device's engines so far.
     fn busy(&self) -> DeviceBusy;
+}
+
+impl std::fmt::Debug for Launch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Launch")
+            .field("module", &self.module)
+            .field("kernel", &self.kernel.name())
+            .field("items", &self.items())
+            .field("bytes_in", &self.bytes_in())
+            .field("bytes_out", &self.bytes_out())
+            .field("work_s", &self.work_s)
+            .finish()
+    }
 }

@@ -87,7 +87,17 @@ struct Counters {
     speedup_bits: AtomicU64,
 }
 
-/// A device emulated by threads. See the [module](self) documentation.
+/// A device emulated by threads: it runs kernels (their Rust code) with a
+/// modelled launch latency, transfer bandwidth and speed-up
+/// ([`EmulatedConfig`]).
+///
+/// Like a GPU it has separate engines: one copy engine per direction and
+/// one compute engine, each a thread, fed in FIFO order. With `overlap` the
+/// transfer in of launch n+1, the kernel of launch n and the transfer out of
+/// launch n−1 run at once; the staging between engines holds one launch
+/// (double buffering). Without `overlap` one thread does all three steps of
+/// a launch before the next. The engines sleep while "busy", so the host's
+/// cores stay free, as they would with a real device.
 ///
 /// ```
 /// use std::sync::{Arc, mpsc};
@@ -398,5 +408,13 @@ fn sleep_until(end: Instant) {
     let now = Instant::now();
     if end > now {
         std::thread::sleep(end - now);
+    }
+}
+
+impl std::fmt::Debug for EmulatedDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmulatedDevice")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
     }
 }

@@ -470,6 +470,14 @@ const NBODY_CUDA: &str = cuda_kernel!(
 "#
 );
 
+impl std::fmt::Debug for ComputeKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ComputeKernel")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

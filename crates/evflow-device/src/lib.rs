@@ -24,6 +24,9 @@
 //!
 //! See `docs/accelerators.md` for the model and the measurements.
 
+// Public types print in tests and users' logs.
+#![warn(missing_debug_implementations)]
+
 /// SplitMix64's finaliser (`evflow_core::hash::mix`) in CUDA C, for the
 /// sources of kernels that hash (`concat!(mix_cuda!(), ...)`).
 macro_rules! mix_cuda {

@@ -53,6 +53,9 @@ pub trait DeviceProducer: Send + Sync + 'static {
 /// One invocation waiting in the combiner.
 struct Item {
     id: EventId,
+    /// The event's position in the job: its key (ids may repeat in a
+    /// source; positions do not).
+    index: u64,
     input: Vec<u8>,
     bytes_out: usize,
     work_s: f64,
@@ -67,7 +70,9 @@ enum Pending {
 struct State {
     combiner: Combiner<Item>,
     split: SplitController,
-    pending: HashMap<EventId, Pending>,
+    /// By event position ([`Event::index`]), not id: two events of one id
+    /// in flight must not take each other's results.
+    pending: HashMap<u64, Pending>,
     stats: DeviceModuleStats,
     stop: bool,
     /// How many invocations can wait at once (`None`: no limit), from the
@@ -115,7 +120,7 @@ impl Shared {
             out += item.bytes_out;
             out_offsets.push(out);
             work_s += item.work_s;
-            waiting.push((item.id, item.done));
+            waiting.push((item.index, item.id, item.done));
         }
         let launch = Launch {
             module: self.label.clone(),
@@ -136,7 +141,7 @@ impl Shared {
     /// A launch ended: scatter the results (or the error) to its events.
     fn landed(
         self: &Arc<Self>,
-        waiting: Vec<(EventId, Completion)>,
+        waiting: Vec<(u64, EventId, Completion)>,
         bytes_in: usize,
         bytes_out: usize,
         result: Result<LaunchOutput, DeviceError>,
@@ -172,9 +177,9 @@ impl Shared {
                 let bottleneck = bottleneck.unwrap_or(0.0);
                 state.split.record_device(waiting.len(), bottleneck);
                 let mut done = Vec::with_capacity(waiting.len());
-                for (i, (id, completion)) in waiting.into_iter().enumerate() {
+                for (i, (index, _, completion)) in waiting.into_iter().enumerate() {
                     let bytes = out.output[out.out_offsets[i]..out.out_offsets[i + 1]].to_vec();
-                    state.pending.insert(id, Pending::Device(Some(bytes)));
+                    state.pending.insert(index, Pending::Device(Some(bytes)));
                     done.push(completion);
                 }
                 drop(state);
@@ -184,10 +189,12 @@ impl Shared {
             }
             Err(error) => {
                 state.stats.failed_launches += 1;
-                let events: Vec<String> =
-                    waiting.iter().map(|(id, _)| id.event.to_string()).collect();
-                for (id, _) in &waiting {
-                    state.pending.remove(id);
+                let events: Vec<String> = waiting
+                    .iter()
+                    .map(|(_, id, _)| id.event.to_string())
+                    .collect();
+                for (index, _, _) in &waiting {
+                    state.pending.remove(index);
                 }
                 drop(state);
                 let message = format!(
@@ -195,7 +202,7 @@ impl Shared {
                     events.len(),
                     events.join(", ")
                 );
-                for (_, completion) in waiting {
+                for (_, _, completion) in waiting {
                     completion.finish(Err(ModuleError::msg(&message)));
                 }
             }
@@ -271,6 +278,7 @@ pub fn offload(
     module: impl DeviceProducer,
     context: &DeviceContext,
 ) -> Result<ModuleDesc, DeviceError> {
+    context.options().check()?;
     let module: Arc<dyn DeviceProducer> = Arc::new(module);
     let kernel = module.kernel();
     if context.device().is_none() && !module.has_host() {
@@ -353,6 +361,13 @@ fn split(options: &DeviceOptions, has_device: bool) -> SplitController {
 impl Transitions for Offload {
     /// Takes the context's options as they are when the job begins.
     fn begin_job(&self) -> ModuleResult {
+        // The options may have changed since the module was built.
+        self.shared
+            .options
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .check()
+            .map_err(|e| ModuleError::msg(format!("device module '{}': {e}", self.shared.label)))?;
         let (options, mut state) = self.renew_combiner();
         state.split = split(&options, self.shared.device.is_some()).started_at(self.shared.now());
         Ok(())
@@ -376,8 +391,9 @@ impl Producer for Offload {
             state.split.route()
         };
         let id = event.id();
+        let index = event.index();
         if side == Side::Host {
-            state.pending.insert(id, Pending::Host);
+            state.pending.insert(index, Pending::Host);
             drop(state);
             done.finish(Ok(()));
             return Ok(());
@@ -388,13 +404,14 @@ impl Producer for Offload {
         self.module.pack(event, &mut input)?;
         let item = Item {
             id,
+            index,
             input,
             bytes_out: self.module.bytes_out(event),
             work_s: self.module.device_cost_s(event),
             done,
         };
         let mut state = lock(&shared.state);
-        state.pending.insert(id, Pending::Device(None));
+        state.pending.insert(index, Pending::Device(None));
         let was_empty = state.combiner.is_empty();
         let batch = state.combiner.push(shared.now(), item);
         drop(state);
@@ -424,7 +441,7 @@ impl Producer for Offload {
     fn produce(&self, event: &Event<'_>) -> ModuleResult {
         let shared = &self.shared;
         let id = event.id();
-        let pending = lock(&shared.state).pending.remove(&id);
+        let pending = lock(&shared.state).pending.remove(&event.index());
         match pending {
             Some(Pending::Host) => {
                 let t0 = Instant::now();
@@ -479,5 +496,14 @@ impl Offload {
             .as_ref()
             .map_or(0.0, |d| d.busy().bottleneck_s(d.overlaps()));
         state.split.update(shared.now(), device_all);
+    }
+}
+
+impl std::fmt::Debug for Offload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Offload")
+            .field("label", &self.shared.label)
+            .field("device", &self.shared.device.as_ref().map(|d| d.name()))
+            .finish_non_exhaustive()
     }
 }

@@ -354,3 +354,17 @@ impl RandomService {
         self.lock().stats
     }
 }
+
+impl std::fmt::Debug for StreamFill {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamFill")
+            .field("numbers", &self.numbers)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for RandomService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RandomService").finish_non_exhaustive()
+    }
+}

@@ -541,3 +541,135 @@ fn cuda_kernels_give_the_host_products() {
         assert_eq!(tally.digest(), reference.digest(), "{split:?}");
     }
 }
+
+/// A source whose events repeat ids (merged inputs do), each with a
+/// product of its own: its position in the input.
+struct RepeatedIds {
+    next: u64,
+}
+
+impl evflow_core::Source for RepeatedIds {
+    fn produces(&self) -> Vec<String> {
+        vec!["n".into()]
+    }
+    fn next_event(
+        &mut self,
+        products: &mut evflow_core::SourceProducts,
+    ) -> Result<Option<evflow_core::EventId>, evflow_core::ModuleError> {
+        if self.next == EVENTS {
+            return Ok(None);
+        }
+        self.next += 1;
+        products.put("n", self.next);
+        Ok(Some(evflow_core::EventId::new(1, 1, self.next % 3 + 1)))
+    }
+}
+
+/// Records each event's `tracks` by the event's position in the job.
+struct ByPosition(std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<u64, u64>>>);
+
+impl evflow_core::Transitions for ByPosition {}
+
+impl evflow_core::Analyzer for ByPosition {
+    fn analyze(&self, event: &evflow_core::Event<'_>) -> evflow_core::ModuleResult {
+        let tracks: &u64 = event.get("tracks")?;
+        self.0.lock().unwrap().insert(event.index(), *tracks);
+        Ok(())
+    }
+}
+
+fn products_by_position(ctx: Option<&DeviceContext>) -> std::collections::BTreeMap<u64, u64> {
+    let seen = std::sync::Arc::default();
+    let mut p = Process::new("repeated");
+    p.set_source(RepeatedIds { next: 0 });
+    p.add(match ctx {
+        Some(ctx) => synthetic_device("tracks", spec(true), &["source:n"], &[""], ctx).unwrap(),
+        None => synthetic::producer("tracks", Timing::zero(), &["source:n"], &[""]),
+    });
+    p.add(
+        evflow_core::ModuleDesc::analyzer("record", ByPosition(std::sync::Arc::clone(&seen)))
+            .consumes(["tracks"]),
+    );
+    p.end_path("e", ["record"]);
+    run(
+        p,
+        &run_opts(2, 16, ExecutorKind::Threaded, ErrorPolicy::Fail),
+    )
+    .unwrap();
+    std::sync::Arc::try_unwrap(seen)
+        .unwrap()
+        .into_inner()
+        .unwrap()
+}
+
+/// Events of one id in flight at once each get their own results from a
+/// device launch (the results were matched by id: the job failed, or
+/// under skip-event events silently took each other's products).
+#[test]
+fn events_that_share_an_id_keep_their_own_device_results() {
+    let reference = products_by_position(None);
+    assert_eq!(reference.len() as u64, EVENTS);
+    for split in [
+        SplitMode::Fixed(1.0),
+        SplitMode::Fixed(0.5),
+        SplitMode::Adaptive,
+    ] {
+        let ctx = emulated(EmulatedConfig::default(), options(split, 8, 16));
+        assert_eq!(products_by_position(Some(&ctx)), reference, "{split:?}");
+    }
+}
+
+/// Options out of range are refused by name when a device module is built,
+/// and when a job begins after they were changed (they were taken as
+/// given: a split of 7, no host threads).
+#[test]
+fn device_options_out_of_range_are_refused_by_name() {
+    for (bad, expected) in [
+        (
+            DeviceOptions {
+                split: SplitMode::Fixed(7.0),
+                ..DeviceOptions::default()
+            },
+            "the fixed split fraction must be from 0 to 1 (the device's share), not 7",
+        ),
+        (
+            DeviceOptions {
+                split: SplitMode::Fixed(f64::NAN),
+                ..DeviceOptions::default()
+            },
+            "not NaN",
+        ),
+        (
+            DeviceOptions {
+                host_threads: 0,
+                ..DeviceOptions::default()
+            },
+            "host_threads must be at least 1, not 0",
+        ),
+        (
+            DeviceOptions {
+                combine: CombinePolicy {
+                    max_events: 0,
+                    ..CombinePolicy::default()
+                },
+                ..DeviceOptions::default()
+            },
+            "combine.max_events must be at least 1, not 0",
+        ),
+    ] {
+        let ctx = emulated(EmulatedConfig::default(), bad);
+        let e = synthetic_device("tracks", spec(true), &["gen"], &[""], &ctx)
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains(expected), "{e}");
+        // Built with good options, changed before the job: its start fails.
+        let ctx = emulated(EmulatedConfig::default(), DeviceOptions::default());
+        let (p, _) = job(Some(&ctx), spec(true));
+        ctx.set_options(bad);
+        let e = job_failure(p);
+        assert!(
+            e.contains("device module 'tracks'") && e.contains(expected),
+            "{e}"
+        );
+    }
+}

@@ -147,6 +147,7 @@ pub(crate) fn run_on<Q: Queues>(
     let mut reads = 0u64;
 
     let mut machine = Machine::<Q>::new(options.cores, options.trace);
+    let bad_cost = std::cell::Cell::new(None);
     let mut steps = 0u64;
     let mut now = 0.0f64;
     let mut last = 0.0f64;
@@ -182,6 +183,7 @@ pub(crate) fn run_on<Q: Queues>(
                 slot_index: &ctx_index,
                 options,
                 device: device.as_ref(),
+                bad_cost: &bad_cost,
             };
             machine.assign_idle(now, &ctx, &mut module_busy_s, &mut admit);
         }
@@ -313,12 +315,22 @@ pub(crate) fn run_on<Q: Queues>(
                     slot_index: &ctx_index,
                     options,
                     device: device.as_ref(),
+                    bad_cost: &bad_cost,
                 };
                 machine.start(core, next, now, &ctx, &mut module_busy_s, &mut admit);
             }
             None => machine.queues.push_idle(core),
         }
         machine.queues.push_tasks(core, follow_ups);
+    }
+    if let Some((module, index, seconds)) = bad_cost.get() {
+        return Err(RunError::Config(evflow_core::ConfigError::InvalidModule {
+            module: graph.modules[module].label.clone(),
+            reason: format!(
+                "its cost model gave {seconds} s for the event at position {index}: a duration \
+                 is a number of seconds >= 0"
+            ),
+        }));
     }
     let busy_s = machine.busy_s;
     let trace = machine.trace.take().unwrap_or_default();

@@ -24,6 +24,9 @@
 //! assert!((sim.bounds.critical_path_s - 0.010).abs() < 1e-6);
 //! ```
 
+// Public types print in tests and users' logs.
+#![warn(missing_debug_implementations)]
+
 mod bounds;
 mod clock;
 mod core_set;

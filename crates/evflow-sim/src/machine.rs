@@ -22,6 +22,9 @@ pub(crate) struct Costs<'a> {
     pub options: &'a SimOptions,
     /// Device invocations put their products only: no host cost.
     pub device: Option<&'a crate::device::SimDevice>,
+    /// The first cost a model gave that is no duration (negative, NaN,
+    /// infinite): (module, event index, value). The run fails with it.
+    pub bad_cost: &'a std::cell::Cell<Option<(usize, u64, f64)>>,
 }
 
 impl Costs<'_> {
@@ -41,9 +44,14 @@ impl Costs<'_> {
                 self.options.overhead_s
             }
             Task::Module { slot, module, .. } => {
-                let seconds = self.costs[module]
-                    .as_ref()
-                    .map_or(0.0, |cost| cost(self.slot_index[slot]));
+                let index = self.slot_index[slot];
+                let mut seconds = self.costs[module].as_ref().map_or(0.0, |cost| cost(index));
+                if !(seconds.is_finite() && seconds >= 0.0) {
+                    if self.bad_cost.get().is_none() {
+                        self.bad_cost.set(Some((module, index, seconds)));
+                    }
+                    seconds = 0.0;
+                }
                 let ranges = self.ranges.get(module).copied().unwrap_or(1);
                 let call = if ranges > 1 {
                     // Equal ranges, taken in rounds by this core and the

@@ -31,6 +31,9 @@
 //! assert!(passed > 30 && passed < 70, "{passed}");
 //! ```
 
+// Public types print in tests and users' logs.
+#![warn(missing_debug_implementations)]
+
 pub mod modules;
 pub mod ranges;
 pub mod table;

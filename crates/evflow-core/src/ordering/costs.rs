@@ -210,7 +210,7 @@ pub(crate) const BATCH_TIMING_WEIGHT: f64 = 100.0;
 
 /// The robust cost per event of a step run on batches, from its timings
 /// `(seconds per event, events)`, with the weight it has as timings of
-/// single events (for [`shrink`]); `None` without timings. `values` is
+/// single events (for the shrinking towards the other steps' estimates); `None` without timings. `values` is
 /// reordered (and cleared of empty timings).
 ///
 /// Timings of batches of different sizes are only comparable per event,

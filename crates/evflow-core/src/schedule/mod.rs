@@ -76,6 +76,7 @@ pub trait Observer {
 }
 
 /// An observer that ignores everything.
+#[derive(Debug)]
 pub struct NoObserver;
 impl Observer for NoObserver {
     fn end_path_started(&self, _: usize, _: &EventState) {}
@@ -468,6 +469,15 @@ impl Coordinator {
 /// caught before they could poison scheduling state.
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl std::fmt::Debug for Coordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Coordinator")
+            .field("modules", &self.graph.modules.len())
+            .field("paths", &self.graph.paths.len())
+            .finish_non_exhaustive()
+    }
 }
 
 #[cfg(test)]

@@ -134,3 +134,11 @@ impl Planner for FixedPlanner {
         self.plans[path].clone()
     }
 }
+
+impl std::fmt::Debug for FixedPlanner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FixedPlanner")
+            .field("paths", &self.plans.len())
+            .finish()
+    }
+}

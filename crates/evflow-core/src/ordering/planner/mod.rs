@@ -36,6 +36,14 @@ mod report;
 mod robust;
 mod state;
 mod stats;
+impl std::fmt::Debug for OrderingPlanner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OrderingPlanner")
+            .field("paths", &self.paths.len())
+            .finish_non_exhaustive()
+    }
+}
+
 #[cfg(test)]
 mod tests;
 mod verify;

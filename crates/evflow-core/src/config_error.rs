@@ -1,0 +1,75 @@
+//! [`ConfigError`]: what [`Process::compile`](crate::Process::compile) and
+//! [`run`](crate::run) find wrong before any event runs, each naming what
+//! is wrong.
+
+/// A configuration error, found before any event runs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A [`RunOptions`](crate::options::RunOptions) value out of its range.
+    #[error("invalid run options: {0}")]
+    InvalidOptions(String),
+    #[error("module label '{0}' is used more than once")]
+    DuplicateLabel(String),
+    #[error("module label '{0}' is invalid: {1}")]
+    InvalidLabel(String, String),
+    #[error("module '{module}' consumes '{product}', which no module produces")]
+    MissingProduct { module: String, product: String },
+    #[error("module '{module}' declares product instance '{instance}' twice")]
+    DuplicateProduct { module: String, instance: String },
+    /// Modules that need each other's products, in running order: each
+    /// reads a product of the one before; the last is the first again.
+    #[error(
+        "dependency cycle among modules: {} (each reads a product of the one before)",
+        .0.join(" -> ")
+    )]
+    Cycle(Vec<String>),
+    /// The order constraints of a path allow no order: each step of
+    /// `cycle` must run before the next (the last is the first again), by
+    /// an `after` constraint or, for the pairs in `data`
+    /// (`(earlier, later)`), because the later step needs the earlier's
+    /// products.
+    #[error("{}", path_cycle_message(.path, .cycle, .data))]
+    PathCycle {
+        path: String,
+        cycle: Vec<String>,
+        data: Vec<(String, String)>,
+    },
+    #[error("{kind} '{path}' names unknown module '{module}'")]
+    UnknownPathModule {
+        kind: &'static str,
+        path: String,
+        module: String,
+    },
+    #[error("path name '{0}' is used more than once")]
+    DuplicatePath(String),
+    #[error("path name '{0}' is invalid: path names are non-empty, without surrounding spaces")]
+    InvalidPathName(String),
+    #[error("module '{module}' selects events of unknown path '{path}'")]
+    UnknownSelectPath { module: String, path: String },
+    #[error("module '{module}': {reason}")]
+    InvalidModule { module: String, reason: String },
+    #[error("invalid concurrency for module '{module}': {reason}")]
+    InvalidConcurrency { module: String, reason: String },
+    #[error("the process has no source")]
+    NoSource,
+}
+
+fn path_cycle_message(path: &str, cycle: &[String], data: &[(String, String)]) -> String {
+    let mut message = format!(
+        "path '{path}': the 'after' constraints form a cycle{}: {}",
+        if data.is_empty() {
+            ""
+        } else {
+            " with the data dependencies"
+        },
+        cycle.join(" -> ")
+    );
+    if !data.is_empty() {
+        let needs: Vec<String> = data
+            .iter()
+            .map(|(earlier, later)| format!("'{later}' needs products of '{earlier}'"))
+            .collect();
+        message += &format!(" ({})", needs.join("; "));
+    }
+    message
+}
