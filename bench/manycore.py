@@ -10,6 +10,7 @@ capacity of as many sequential processes.
     python3 bench/manycore.py --only capacity --threads 16 --baseline OLD/evflow   # sleeping modules
     python3 bench/manycore.py --only capacity --threads 16 --work busy            # on 16 real cores
     python3 bench/manycore.py --only ranges --threads 8 --work sleep              # a parallel-for within a call
+    python3 bench/manycore.py --only latency --threads 2 --baseline OLD/evflow     # events served in read order
 
 Uses the CMS reconstruction workloads in ../shared/data/cms-reco/. Every
 ratio compares runs made in this one invocation, interleaved; the median of
@@ -245,6 +246,80 @@ def bench_ranges(reps: int, baseline: Path | None) -> None:
     print(f"  10 ranges / plain: {median(rates['10 ranges']) / median(rates['plain']):.2f}x")
 
 
+LATENCY_CONFIG = """
+[process]
+events = {events}
+work = "{work}"
+[[module]]
+label = "a"
+type = "producer"
+time = 0.001
+[[module]]
+label = "b"
+type = "producer"
+time = 0.001
+consumes = ["a"]
+[[module]]
+label = "out"
+type = "output"
+consumes = ["b"]
+[[end_path]]
+name = "e"
+modules = ["out"]
+"""
+
+
+def event_latencies(trace: dict) -> list[float]:
+    """Per event of a trace: from its read (the source's slice) to its last
+    module's end, in ms."""
+    spans: dict[tuple[int, int, int], list[float]] = {}
+    for e in trace["traceEvents"]:
+        args = e.get("args") or {}
+        if e.get("ph") != "X" or e.get("cat") not in ("source", "module") or "event" not in args:
+            continue
+        key = (args["run"], args["lumi"], args["event"])
+        start, end = e["ts"], e["ts"] + e.get("dur", 0.0)
+        span = spans.setdefault(key, [start, end])
+        span[0], span[1] = min(span[0], start), max(span[1], end)
+    return sorted((end - start) / 1e3 for start, end in spans.values())
+
+
+def bench_latency(reps: int, baseline: Path | None) -> None:
+    """How long an event stays in flight, from its read to the end of its
+    last module, for a chain of two 1 ms producers and an output on the last
+    thread count with 4 x as many events in flight: an engine that serves
+    events in read order keeps every event near the chain's 2 ms; one that
+    goes on with new events leaves older ones waiting to the end."""
+    t = THREADS_SCALING[-1]
+    k = 4 * t
+    events = 300
+    config = OUT / "latency.toml"
+    config.write_text(LATENCY_CONFIG.format(events=events, work=WORK))
+    binaries = {"current": EVFLOW, **({"baseline": baseline} if baseline else {})}
+    worst: dict[str, list[float]] = {name: [] for name in binaries}
+    p90: dict[str, list[float]] = {name: [] for name in binaries}
+    rate: dict[str, list[float]] = {name: [] for name in binaries}
+    for _ in range(reps):
+        for name, binary in binaries.items():
+            trace = OUT / f"latency-{name}.json"
+            report = run(
+                binary, config, "--threads", str(t), "--events-in-flight", str(k), "--trace", str(trace)
+            )
+            lat = event_latencies(json.loads(trace.read_text()))
+            assert len(lat) == events, f"{len(lat)} events in the trace"
+            worst[name].append(lat[-1])
+            p90[name].append(lat[int(0.9 * len(lat))])
+            rate[name].append(report["throughput_ev_s"])
+    print(
+        f"event latency (chain of 2 x 1 ms, {WORK}, {t} threads, {k} in flight, {events} events; median of {reps})"
+    )
+    for name in binaries:
+        print(
+            f"  {name:>8}: p90 {median(p90[name]):7.2f} ms, worst {median(worst[name]):7.2f} ms, "
+            f"{median(rate[name]):8.1f} events/s"
+        )
+
+
 THREADS_OVERHEAD: tuple[int, ...] = (1, 2)
 THREADS_SCALING: tuple[int, ...] = (1, 2, 4, 8, 16)
 EVENTS = 4000
@@ -256,6 +331,7 @@ BENCHES = {
     "scaling": bench_scaling,
     "capacity": bench_capacity,
     "ranges": bench_ranges,
+    "latency": bench_latency,
 }
 
 

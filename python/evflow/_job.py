@@ -289,7 +289,7 @@ class _Plan:
                 add_into(state["total"], part)
 
         commit = self.commit
-        ordered = commit.ordered(consume)
+        ordered = commit.ordered(consume, label)
         self.hists[h.name] = (state, template)
         fill_fn = h.fill
         columns = h.columns
@@ -316,14 +316,14 @@ class _Plan:
                         f"histogram '{name}' of {len(part.axes)} axes: cannot fill with {len(values)} "
                         f"value(s) ({what}){weighted} for {n} events: {type(e).__name__}: {e}"
                     ) from e
-            commit.add(ordered, index, part)
+            commit.add(ordered, index, part, data.where)
 
         self._add("analyzer", label, run, products, [], "shared", [], after=h.after)
 
     def _add_output(self, label: str, out: ParquetOutput, select: list[str] | None) -> None:
         products, names = self._consumes(label, out.columns)
         commit = self.commit
-        ordered = commit.ordered(lambda _i, table: out._write(table))
+        ordered = commit.ordered(lambda _i, table: out._write(table), label)
         self.outputs.append(out)
 
         def run(data: rt.BatchData, index: int, sel: rt.Selection, raw: list[Any]) -> None:
@@ -333,7 +333,7 @@ class _Plan:
                 out._note_types(ev)
                 commit.add(ordered, index, None)
                 return
-            commit.add(ordered, index, out._table(ev))
+            commit.add(ordered, index, out._table(ev), data.where)
 
         self._add("output", label, run, products, [], "serial", [], after=select)
 

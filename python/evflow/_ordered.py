@@ -8,6 +8,12 @@ batch in order always arrives; at most the batches in flight wait.
 
 :class:`Commit` holds a batch's parts until every end module of the batch
 ran, so a batch that fails (``on_error="skip"``) adds nothing.
+
+A part is consumed on the thread of whichever end module completes its
+batch (or an earlier one): a failure to consume it (a skim that cannot be
+written) is raised as :class:`AccumulatorError`, which names the module
+that owns the accumulator and the batch of the part, so the job's error
+blames that module whatever the executor.
 """
 
 from __future__ import annotations
@@ -16,37 +22,54 @@ import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from .errors import AccumulatorError, accumulator_error
+
 T = TypeVar("T")
 
 
 class Ordered(Generic[T]):
     """Calls ``consume(index, part)`` for every part, in increasing batch
-    index, as soon as all earlier batches have been handed in or skipped."""
+    index, as soon as all earlier batches have been handed in or skipped.
+    ``owner``: the module whose parts these are (named by a failure)."""
 
-    def __init__(self, consume: Callable[[int, T], None]) -> None:
+    def __init__(self, consume: Callable[[int, T], None], owner: str | None = None) -> None:
         self._consume = consume
+        self._owner = owner
         self._lock = threading.Lock()
         self._pending: dict[int, T | None] = {}
+        self._where: dict[int, str] = {}
         self._next = 0
 
-    def add(self, index: int, part: T | None) -> None:
+    def add(self, index: int, part: T | None, where: str | None = None) -> None:
         """Hands in batch ``index``'s part (``None``: nothing to add)."""
         with self._lock:
             self._pending[index] = part
+            if where is not None and part is not None:
+                self._where[index] = where
             self._drain()
+
+    def _call(self, index: int, part: T) -> None:
+        where = self._where.pop(index, None)
+        try:
+            self._consume(index, part)
+        except Exception as e:
+            if self._owner is None:
+                raise
+            raise AccumulatorError(self._owner, index, where, e) from e
 
     def skip(self, index: int) -> None:
         """Batch ``index`` failed and is left out (``on_error="skip"``)."""
         with self._lock:
             self._pending.setdefault(index, None)
+            self._where.pop(index, None)
             self._drain()
 
     def _drain(self) -> None:
         while self._next in self._pending:
             part = self._pending.pop(self._next)
-            if part is not None:
-                self._consume(self._next, part)
             self._next += 1
+            if part is not None:
+                self._call(self._next - 1, part)
 
     def finish(self) -> None:
         """Consumes whatever is still waiting, in order (gaps are skipped)."""
@@ -54,7 +77,7 @@ class Ordered(Generic[T]):
             for index in sorted(self._pending):
                 part = self._pending.pop(index)
                 if part is not None:
-                    self._consume(index, part)
+                    self._call(index, part)
             self._pending.clear()
 
     @property
@@ -80,13 +103,13 @@ class Commit:
         self._lock = threading.Lock()
         self._ends = 0
         self._ordered: list[Ordered[Any]] = []
-        #: batch -> (end modules that ran on it, their parts)
-        self._held: dict[int, tuple[int, list[tuple[Ordered[Any], Any]]]] = {}
+        #: batch -> (end modules that ran on it, their parts and the batch's origin)
+        self._held: dict[int, tuple[int, list[tuple[Ordered[Any], Any, str | None]]]] = {}
         self._failed: set[int] = set()
 
-    def ordered(self, consume: Callable[[int, Any], None]) -> Ordered[Any]:
-        """A new accumulator fed by one end module, which calls :meth:`add`."""
-        o: Ordered[Any] = Ordered(consume)
+    def ordered(self, consume: Callable[[int, Any], None], owner: str | None = None) -> Ordered[Any]:
+        """A new accumulator fed by the end module ``owner``, which calls :meth:`add`."""
+        o: Ordered[Any] = Ordered(consume, owner)
         self._ordered.append(o)
         self._ends += 1
         return o
@@ -96,23 +119,23 @@ class Commit:
         :meth:`add` with no accumulator."""
         self._ends += 1
 
-    def add(self, ordered: Ordered[Any] | None, index: int, part: Any) -> None:
-        """An end module ran on batch ``index``; ``part`` is its part for
-        ``ordered`` (``None``: nothing to add)."""
+    def add(self, ordered: Ordered[Any] | None, index: int, part: Any, where: str | None = None) -> None:
+        """An end module ran on batch ``index`` (from ``where``); ``part`` is
+        its part for ``ordered`` (``None``: nothing to add)."""
         with self._lock:
             if index in self._failed:
                 return
             count, parts = self._held.pop(index, (0, []))
             if ordered is not None:
-                parts.append((ordered, part))
+                parts.append((ordered, part, where))
             if count + 1 < self._ends:
                 self._held[index] = (count + 1, parts)
                 return
         # Every end module ran: the batch succeeded. Batches in order are
         # serialized by each accumulator's own lock.
-        handed = {id(o) for o, _ in parts}
-        for o, p in parts:
-            o.add(index, p)
+        handed = {id(o) for o, _p, _w in parts}
+        for o, p, w in parts:
+            o.add(index, p, w)
         for o in self._ordered:
             if id(o) not in handed:
                 o.add(index, None)
@@ -132,8 +155,11 @@ class Commit:
         every accumulator consumes what it still holds, in order."""
         with self._lock:
             self._held.clear()
-        for o in self._ordered:
-            o.finish()
+        try:
+            for o in self._ordered:
+                o.finish()
+        except AccumulatorError as e:  # after the engine: no job error names it
+            raise accumulator_error(e) from e.error
 
     @property
     def held(self) -> int:

@@ -1,11 +1,15 @@
 """The Arrow types of skim columns.
 
-A skim is written batch by batch (or chunk by chunk, as parts) and its
-columns' types are fixed by the first rows written: a later batch of
-another type is cast into them only when that cast keeps every value
-exactly (``float32`` into ``float64``, ``int32`` into ``int64``); anything
-else (``float64`` into ``float32``, ``int64`` into ``bool``) is refused,
-naming the column, both types and the batch, never narrowed silently.
+A skim is written batch by batch (or chunk by chunk, as parts). A later
+batch of another type is cast into a column's type when that keeps every
+value exactly (``float32`` into ``float64``); when it needs a wider type
+that holds both exactly (``float64`` after ``float32``), the rows already
+written are rewritten in it (:func:`widen_file`: at most a few times per
+column, as types only widen), so the skim does not depend on the order of
+the batches, nor a distributed skim on how its chunks were cut. Types no
+type holds both of exactly (``int64`` and ``float64``, ``int64`` and
+``bool``, flat and jagged) are refused, naming the column, both types and
+the batch, never narrowed silently.
 
 A branch whose type differs between the input files (``float32`` in one,
 ``float64`` in the next) takes, for the whole skim, the type that holds
@@ -27,7 +31,16 @@ if TYPE_CHECKING:
 
     from .source import Source
 
-__all__ = ["branch_types", "common_type", "holds", "schema_of", "to_arrow", "type_text"]
+__all__ = [
+    "branch_types",
+    "common_schema",
+    "common_type",
+    "holds",
+    "schema_of",
+    "to_arrow",
+    "type_text",
+    "widen_file",
+]
 
 #: Bits of a float's mantissa (with the implicit one): the widest integer it holds exactly.
 _MANTISSA = {16: 11, 32: 24, 64: 53}
@@ -183,3 +196,37 @@ def branch_types(source: Source, columns: Sequence[str], skim: str) -> dict[str,
             widest[c] = common
     # Every chunk of a distributed run writes such a column with this type.
     return {c: t for c, t in widest.items() if c in differs}
+
+
+def common_schema(have: pa.Schema, new: pa.Schema) -> tuple[pa.Schema, str | None]:
+    """The schema holding the rows of both ``have`` and ``new`` (same column
+    names) exactly, and ``None``; or ``have`` and the name of the first
+    column no type holds both of."""
+    import pyarrow as pa
+
+    fields = []
+    for f in have:
+        other = new.field(f.name).type
+        t = common_type(f.type, other)
+        if t is None:
+            return have, f.name
+        fields.append(f.with_type(t) if t != f.type else f)
+    return pa.schema(fields), None
+
+
+def widen_file(path: str, schema: pa.Schema, tmp: str, compression: str = "zstd") -> None:
+    """Rewrites the Parquet file ``path`` with ``schema``, every value cast
+    exactly (the caller checked :func:`holds`), batch by batch (the file
+    never needs to fit in memory), into ``tmp``, which then replaces it."""
+    import os
+
+    import pyarrow.parquet as pq
+
+    try:
+        with pq.ParquetWriter(tmp, schema, compression=compression) as writer:
+            for batch in pq.ParquetFile(path).iter_batches():
+                writer.write_batch(batch.cast(schema))
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)

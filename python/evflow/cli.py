@@ -19,42 +19,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import runpy
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 
 def _load_process(path: str, name: str | None) -> Any:
-    from ._process import Process
-    from .errors import ConfigurationError
+    """The Process of the analysis file (see :func:`._analysis_file.load_analysis`)."""
+    from ._analysis_file import load_analysis
 
-    if not os.path.exists(path):
-        raise ConfigurationError(f"analysis file '{path}' does not exist")
-    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-    try:
-        env = runpy.run_path(path, run_name="__evflow__")
-    finally:
-        sys.path.pop(0)
-    found = {k: v for k, v in env.items() if isinstance(v, Process)}
-    if name is not None:
-        by_name = {k: v for k, v in found.items() if k == name or v.name == name}
-        if len(by_name) != 1:
-            raise ConfigurationError(
-                f"'{path}' defines no single Process named '{name}' (found: {sorted(found)})"
-            )
-        return next(iter(by_name.values()))
-    if "proc" in found:
-        return found["proc"]
-    if len(found) == 1:
-        return next(iter(found.values()))
-    if not found:
-        raise ConfigurationError(
-            f"'{path}' defines no evflow Process at module level (write e.g. proc = ef.Process(...))"
-        )
-    raise ConfigurationError(
-        f"'{path}' defines several Processes ({sorted(found)}): choose one with --process"
-    )
+    return load_analysis(path, name)
 
 
 def _check_written(args: argparse.Namespace) -> None:
@@ -95,14 +69,14 @@ def _run(args: argparse.Namespace) -> int:
     on_error = {"skip-event": "skip", "skip-chunk": "skip-chunk"}.get(args.on_error, "fail")
     show = not args.quiet and sys.stderr.isatty() if args.progress is None else args.progress
     if args.processes is not None or args.scheduler is not None:
-        from functools import partial
-
+        from ._analysis_file import AnalysisFile
         from .distributed import run as run_distributed
 
         if args.trace:
             raise ConfigurationError("--trace is not available with --processes / --scheduler")
         # The workers load the analysis file themselves (its modules need
-        # not be picklable); the chunks come from the source set up here.
+        # not be picklable), from its current contents (the factory pickles
+        # with their fingerprint); the chunks come from the source set up here.
         result = run_distributed(
             proc,
             client=args.scheduler,
@@ -115,7 +89,7 @@ def _run(args: argparse.Namespace) -> int:
             filter_order=args.filter_order,
             chunk_size=args.chunk_size,
             skip_bad_files=args.skip_bad_files,
-            factory=partial(_load_process, os.path.abspath(args.analysis), args.process),
+            factory=AnalysisFile(args.analysis, args.process),
             dashboard=not args.quiet,
         )
         if not args.quiet:

@@ -111,6 +111,10 @@ def job_error(res: dict[str, Any], report: dict[str, Any] | None) -> EvflowError
     kind = err.get("kind", "")
     message = err.get("message", "unknown error")
     cause = res.get("cause")
+    if isinstance(cause, AccumulatorError):
+        # A part consumed on another end module's thread (a skim written when
+        # a histogram completed the batch): the part's module and batch failed.
+        return accumulator_error(cause, report)
     out: EvflowError
     if kind == "config":
         out = ConfigurationError(f"configuration error: {message}")
@@ -128,6 +132,36 @@ def job_error(res: dict[str, Any], report: dict[str, Any] | None) -> EvflowError
         out = JobError(f"{kind} error: {message}", kind=kind, module=err.get("module", ""), report=report)
     if isinstance(cause, BaseException):
         out.__cause__ = cause
+    return out
+
+
+class AccumulatorError(Exception):
+    """Consuming batch ``batch``'s part of module ``module`` failed with
+    ``error`` (``where``: the batch's origin, as the engine names it). An
+    accumulator (``evflow._ordered``) consumes a part on the thread of
+    whichever end module completes its batch: this carries the owner's
+    name to the job's error (see :func:`accumulator_error`)."""
+
+    def __init__(self, module: str, batch: int, where: str | None, error: BaseException) -> None:
+        super().__init__(f"module '{module}' failed on batch {batch}: {type(error).__name__}: {error}")
+        self.module = module
+        self.batch = batch
+        self.where = where
+        self.error = error
+
+
+def accumulator_error(e: AccumulatorError, report: dict[str, Any] | None = None) -> ModuleError:
+    """The error of the module that owns an accumulator whose part could
+    not be consumed."""
+    where = f" ({e.where})" if e.where else ""
+    out = ModuleError(
+        f"module '{e.module}' failed on batch {e.batch}{where}: {type(e.error).__name__}: {e.error}",
+        kind="module",
+        module=e.module,
+        batch=e.batch,
+        report=report,
+    )
+    out.__cause__ = e.error
     return out
 
 

@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ._skim_types import holds, to_arrow, type_text
+from ._skim_types import common_schema, holds, to_arrow, type_text
 from .errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ __all__ = ["ParquetOutput", "parquet"]
 #: The manifest of a distributed run's skim directory, written last.
 MANIFEST = "_manifest.json"
 #: The parts of a distributed run's skim directory (and their temporary names).
-PART = re.compile(r"^part-\d{5}\.parquet$|^\.part-\d{5}\.parquet\.evflow-partial-\d+$")
+PART = re.compile(r"^part-\d{5}\.parquet$|^\.part-\d{5}\.parquet\.evflow-partial-\d+(-w)?$")
 _MANIFEST_PARTIAL = re.compile(r"^\._manifest\.json\.partial-\d+$")
 #: The schema metadata key under which a batch's table says where it comes from.
 _WHERE = "evflow.where"
@@ -175,10 +175,32 @@ class ParquetOutput:
             table = self._fit(table, schema, where, "(the type holding it in every input file)")
             self._writer = pq.ParquetWriter(self._tmp, schema, compression=self.compression)
         elif table.schema != self._writer.schema:
+            wider, clash = common_schema(self._writer.schema, table.schema)
+            if clash is None and wider != self._writer.schema:
+                self._widen(wider)
             table = self._fit(table, self._writer.schema, where, f"since {self._typed_by}")
         if table.num_rows or self._rows == 0:
             self._writer.write_table(table)
         self._rows += table.num_rows
+
+    def _widen(self, schema: Any) -> None:
+        """Rewrites the rows written so far with ``schema`` (a wider type of
+        some column, holding the old values exactly) and goes on writing in
+        it: the skim keeps every value whatever the order of the batches."""
+        import pyarrow.parquet as pq
+
+        assert self._tmp is not None
+        self._writer.close()
+        # A Parquet file takes no rows once closed: the rows written are
+        # copied, cast, into a new writer that goes on with the batches.
+        old = f"{self._tmp}-w"
+        os.replace(self._tmp, old)
+        try:
+            self._writer = pq.ParquetWriter(self._tmp, schema, compression=self.compression)
+            for batch in pq.ParquetFile(old).iter_batches():
+                self._writer.write_batch(batch.cast(schema))
+        finally:
+            os.remove(old)
 
     def _fit(self, table: Any, schema: Any, where: str, since: str) -> Any:
         """``table`` cast to ``schema`` where that keeps every value exactly

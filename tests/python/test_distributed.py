@@ -403,7 +403,7 @@ def test_a_failed_job_leaves_no_skim_part_of_a_chunk_still_running(
         proc.run(client=client, chunk_size=STEP)
     # The job waited for the chunk already running before it cleaned up.
     assert done.exists()
-    assert [n for n in os.listdir(skim) if n.endswith(".parquet")] == []
+    assert not skim.exists()  # the directory the job created is removed with its parts
 
 
 def test_outputs_are_keyed_by_the_path_as_given(
@@ -950,3 +950,39 @@ def test_skim_parts_of_files_of_different_branch_types_agree(client: Any, tmp_pa
     ):
         mixed.run(client=client, chunk_size=STEP)
     assert not (tmp_path / "mixed").exists() or os.listdir(tmp_path / "mixed") == []
+
+
+def test_skim_parts_of_a_product_of_two_widths_are_widened_as_one_process(
+    client: Any, tmp_path: Path
+) -> None:
+    """A product float32 on the first file's events and float64 on the
+    second's: whatever the chunks, the distributed skim is float64 and equals
+    the single-process skim (the parts written as float32 are rewritten;
+    before, the job failed or passed depending on where chunks were cut)."""
+    paths = []
+    for name, dtype in (("f32", np.float32), ("f64", np.float64)):
+        path = tmp_path / f"{name}.parquet"
+        pq.write_table(pa.table({"x": (np.arange(3000) * 0.37).astype(dtype)}), path, row_group_size=STEP)
+        paths.append(str(path))
+
+    def make(out: Path) -> ef.Process:
+        proc = ef.Process("widths")
+        proc.source = ef.source.parquet(paths, step_size=STEP)
+
+        @proc.producer(consumes=["x"], produces=["y"])
+        def y(ev: ef.Events) -> Any:
+            return ev.x * 2  # the input's width
+
+        proc.output(ef.output.parquet(out, columns=["y"]))
+        return proc
+
+    make(tmp_path / "one.parquet").run(threads=1)
+    make(tmp_path / "dist").run(client=client, chunk_size=STEP)
+    one = pq.read_table(tmp_path / "one.parquet")
+    dist = read_skim(str(tmp_path / "dist"))
+    assert one.schema.field("y").type == pa.float64()
+    assert dist.schema.field("y").type == pa.float64()
+    assert np.array_equal(dist["y"].to_numpy(), one["y"].to_numpy())
+    parts = [p for p in os.listdir(tmp_path / "dist") if p.endswith(".parquet")]
+    assert {str(pq.read_schema(tmp_path / "dist" / p).field("y").type) for p in parts} == {"double"}
+    assert all(not p.startswith(".") for p in os.listdir(tmp_path / "dist")), "no temporary file left"

@@ -203,7 +203,6 @@ def _product_skim(tmp_path: Path, first: Any, later: Any) -> tuple[ef.Process, P
     ("first", "later", "types"),
     [
         (lambda m: m > 30, lambda m: (m * 10).astype(np.int64), "bool since batch 0 .* but int64 in batch 1"),
-        (lambda m: m.astype(np.float32), lambda m: m, "float since batch 0 .* but double in batch 1"),
         (lambda m: m.astype(np.int64), lambda m: m, "int64 since batch 0 .* but double in batch 1"),
         (
             lambda m: m,
@@ -221,6 +220,19 @@ def test_a_product_whose_type_narrows_later_is_refused_named(
     ):
         proc.run(threads=1)
     assert not out.exists()
+
+
+def test_a_product_whose_later_type_is_wider_widens_the_rows_written(tmp_path: Path) -> None:
+    """float32 in the first batch, float64 after: the rows written are
+    rewritten as float64, exactly; the skim is the one of the other order."""
+    proc, out = _product_skim(tmp_path, lambda m: m.astype(np.float32), lambda m: m)
+    proc.run(threads=2)
+    met = pq.read_table(tmp_path / "in.parquet")["met"].to_numpy()
+    expected = np.concatenate([met[:20].astype(np.float32).astype(np.float64), met[20:]])
+    t = pq.read_table(out)
+    assert t.schema.field("v").type == pa.float64()
+    assert np.array_equal(t["v"].to_numpy(), expected)
+    assert sorted(os.listdir(tmp_path)) == ["in.parquet", "skim.parquet"], "no file left behind"
 
 
 def test_a_product_whose_later_type_fits_exactly_is_widened(tmp_path: Path) -> None:

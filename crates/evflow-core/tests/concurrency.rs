@@ -673,29 +673,31 @@ fn intra_module_parallelism_runs_on_the_engine_pool() {
 
 /// Events are served in about the order they were read: a thread that
 /// finishes an event and reads the next must not go on with its new events
-/// while older ones wait in its queue (they waited until the end of the
+/// while older ones wait in its deque (they waited until the end of the
 /// job, holding their luminosity block open). Counted on the recorded
 /// interleaving: how many later events finished before an event's first
-/// module started.
+/// module started. Starved events are overtaken by about all the others
+/// (hundreds); an engine serving events in read order, by a few times the
+/// events in flight (the margin covers a thread taken off its core between
+/// taking an event's task and starting it, on a loaded machine). The shared
+/// queue of oversubscribed pools is a FIFO queue, fair by construction, and
+/// its threads outnumber the cores: preemption there would decide the count.
 #[test]
 fn older_events_are_not_starved_by_new_ones() {
     const EVENTS: u64 = 400;
-    // The last: more threads than the pool of deques serves (the shared
-    // queue), and still fewer than events in flight.
-    let many = OVERSUBSCRIBED * std::thread::available_parallelism().map_or(1, |n| n.get()) + 1;
-    for (threads, k) in [(2, 8), (3, 12), (2, 32), (many, 4 * many)] {
+    for (threads, k) in [(2, 8), (3, 12), (2, 32)] {
         let log = Log::new();
         let mut p = Process::new("fair");
         p.set_source(EmptySource::new(EVENTS));
-        p.add(Probe::new(&log, "a").work(200).puts(&[""]).producer());
+        p.add(Probe::new(&log, "a").work(20_000).puts(&[""]).producer());
         p.add(
             Probe::new(&log, "b")
-                .work(200)
+                .work(20_000)
                 .reads(&["a"])
                 .puts(&[""])
                 .producer(),
         );
-        p.add(Probe::new(&log, "c").work(50).reads(&["b"]).analyzer());
+        p.add(Probe::new(&log, "c").work(2_000).reads(&["b"]).analyzer());
         p.end_path("e", ["c"]);
         let report = run_watched(p, threaded(threads, k)).unwrap();
         assert_eq!(report.events, EVENTS);
@@ -725,7 +727,7 @@ fn older_events_are_not_starved_by_new_ones() {
             .max()
             .unwrap();
         assert!(
-            worst.0 <= 2 * k,
+            worst.0 <= 3 * k + 40,
             "{threads} threads, {k} in flight: {} later events finished before event {} started",
             worst.0,
             worst.1

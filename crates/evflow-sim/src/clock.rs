@@ -297,9 +297,12 @@ pub(crate) fn run_on<Q: Queues>(
             Task::Finished => finished = true,
         }
         // Like the threaded executor: a new event's first modules queue
-        // behind the work of older events (the injector), and the core
-        // looks for work.
-        if starts_event && !out.is_empty() {
+        // behind older work waiting here or handed in (the injector), and
+        // the core looks for work.
+        if starts_event
+            && !out.is_empty()
+            && !(machine.queues.own_empty(core) && machine.injector.is_empty())
+        {
             machine.injector.extend(out.drain(..));
             machine.queues.push_idle(core);
             continue;

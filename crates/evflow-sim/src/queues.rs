@@ -26,6 +26,8 @@ pub(crate) trait Queues {
     fn push_tasks(&mut self, core: usize, tasks: impl Iterator<Item = Task>);
     /// The newest task of `core`'s own deque.
     fn pop_own(&mut self, core: usize) -> Option<Task>;
+    /// `core`'s own deque holds no task.
+    fn own_empty(&self, core: usize) -> bool;
     /// The oldest task of the next core with queued tasks after `core`.
     fn steal(&mut self, core: usize) -> Option<Task>;
     /// No deque holds a task.
@@ -91,6 +93,10 @@ impl Queues for Indexed {
         Some(task)
     }
 
+    fn own_empty(&self, core: usize) -> bool {
+        self.deques[core].is_empty()
+    }
+
     fn steal(&mut self, core: usize) -> Option<Task> {
         let victim = self.queued.next_after(core)?;
         self.looked_at += 1;
@@ -151,6 +157,10 @@ impl Queues for Scan {
     fn pop_own(&mut self, core: usize) -> Option<Task> {
         self.looked_at.set(self.looked_at.get() + 1);
         self.deques[core].pop_back()
+    }
+
+    fn own_empty(&self, core: usize) -> bool {
+        self.deques[core].is_empty()
     }
 
     fn steal(&mut self, core: usize) -> Option<Task> {

@@ -21,14 +21,41 @@ Example::
     proc.histogram("MET_pt", bins=50, range=(0, 200))
     result = proc.run(processes=2)                      # or client=Client(...)
     assert result.histograms["MET_pt"].sum(flow=True) == 200_000
+
+``preview_chunks(proc, chunk_size=...)`` shows the chunks a run would start
+with (no cluster needed); ``analysis_file(path)`` is a target that loads an
+analysis file on the workers, always from its current contents (what
+``evflow run FILE --processes N`` ships).
 """
 
 from __future__ import annotations
 
+from .._dist_support import preview_chunks
 from .chunks import Chunk, ChunkFeed, Piece, plan_chunks
 from .run import MANIFEST, run
 
-__all__ = ["MANIFEST", "Chunk", "ChunkFeed", "Piece", "plan_chunks", "read_skim", "run"]
+__all__ = [
+    "MANIFEST",
+    "Chunk",
+    "ChunkFeed",
+    "Piece",
+    "analysis_file",
+    "plan_chunks",
+    "preview_chunks",
+    "read_skim",
+    "run",
+]
+
+
+def analysis_file(path: str, process: str | None = None) -> object:
+    """A target for :func:`run` that loads the analysis file ``path`` (its
+    Process ``process``, a module-level ``proc``, or its only Process) here
+    and on each worker, instead of pickling the analysis: its modules need
+    not be picklable, and an edited file, or an edited local module it
+    imports, is loaded anew by the workers of a cluster that ran it before."""
+    from .._analysis_file import AnalysisFile
+
+    return AnalysisFile(path, process)
 
 
 def read_skim(directory: str) -> object:

@@ -246,10 +246,12 @@ def _pyarrow_steps(source: ParquetSource, metas: list[FileMeta]) -> list[tuple[s
     out: list[tuple[str, int, int]] = []
     left = source.max_events
     for meta in metas:
+        if left is not None and left <= 0:
+            break  # max_events reached
         path = meta.path
         n = meta.entries if left is None else min(meta.entries, left)
         if n <= 0:
-            break
+            continue  # a file without rows: the files after it still count
         out.append((path, 0, n))
         if left is not None:
             left -= n

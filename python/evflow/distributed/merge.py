@@ -21,7 +21,7 @@ from .._fill import add_into
 from ..errors import ConfigurationError
 from .chunks import Chunk
 
-__all__ = ["Merger", "check_part_types", "merge_reports", "merge_types"]
+__all__ = ["Merger", "merge_reports", "merge_types", "widen_part_types"]
 
 
 class Merger:
@@ -96,8 +96,10 @@ class Merger:
             if r["skims"][i][1] == 0:
                 self.empty_schemas[i] = merge_types(self.empty_schemas[i], schema)
                 continue
-            check_part_types(self.skim_names[i], self.skim_schemas[i], schema, self.typed_by[i], chunk.index)
-            self.skim_schemas[i] = merge_types(self.skim_schemas[i], schema)
+            widened = widen_part_types(
+                self.skim_names[i], self.skim_schemas[i], schema, self.typed_by[i], chunk.index
+            )
+            self.skim_schemas[i] = merge_types(widened, schema)
         self.events += int(r["events"])
         self.reports.append(r["report"])
         self.summaries.append(
@@ -116,35 +118,45 @@ class Merger:
         )
 
 
-def check_part_types(
+def widen_part_types(
     skim: str, have: bytes | None, new: bytes | None, typed_by: dict[str, int], chunk: int
-) -> None:
-    """Refuses the part of ``chunk`` whose column types differ from those
-    of the earlier parts (``have``; ``typed_by``: the chunk that gave each
-    column's type, updated): the parts of one skim are read as one table,
-    and no part can be rewritten once written."""
+) -> bytes | None:
+    """The column types of a skim's parts so far (``have``) with those of
+    the part of ``chunk``: a column whose types differ takes the type
+    holding both exactly (the parts are rewritten in it when the skim is
+    finished, ``skims.finish_skim``), as one process widens its file; types
+    no type holds both of are refused, naming both chunks (``typed_by``:
+    the chunk that gave each column's type, updated)."""
     if new is None:
-        return
+        return have
     import pyarrow as pa
 
-    from .._skim_types import holds, type_text
+    from .._skim_types import common_type, type_text
 
     b = pa.ipc.read_schema(pa.py_buffer(new))
-    a = pa.ipc.read_schema(pa.py_buffer(have)) if have is not None else pa.schema([])
-    for f in b:
+    if have is None:
+        typed_by.update((f.name, chunk) for f in b if not pa.types.is_null(f.type))
+        return new
+    a = pa.ipc.read_schema(pa.py_buffer(have))
+    fields = []
+    for f in a:
+        if f.name not in b.names or pa.types.is_null(b.field(f.name).type):
+            fields.append(f)
+            continue
+        new_type = b.field(f.name).type
         if pa.types.is_null(f.type):
-            continue
-        if f.name not in typed_by or f.name not in a.names or pa.types.is_null(a.field(f.name).type):
             typed_by[f.name] = chunk
+            fields.append(f.with_type(new_type))
             continue
-        old = a.field(f.name).type
-        if not (holds(old, f.type) and holds(f.type, old)):  # list offsets' width and nullability aside
+        wider = common_type(f.type, new_type)
+        if wider is None:
             raise ConfigurationError(
-                f"skim '{skim}': column '{f.name}' is {type_text(old)} in the part of chunk "
-                f"{typed_by[f.name]} but {type_text(f.type)} in the part of chunk {chunk}: the parts of a "
-                "distributed skim must have the same types (each is written apart); make what computes "
-                "it return one type (e.g. with .astype(np.float64))"
+                f"skim '{skim}': column '{f.name}' is {type_text(f.type)} in the part of chunk "
+                f"{typed_by[f.name]} but {type_text(new_type)} in the part of chunk {chunk}, and no type "
+                "holds both exactly: make what computes it return one type (e.g. with .astype(np.float64))"
             )
+        fields.append(f.with_type(wider))
+    return bytes(pa.schema(fields).serialize().to_pybytes())
 
 
 def merge_types(have: bytes | None, new: bytes | None) -> bytes | None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
-import logging
 import os
 import sys
 import time
@@ -18,10 +17,14 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from .._dist_support import new_directories, pickled, remove_created
 from .._skim_checks import check_skims
 from .._skim_types import schema_of
 from ..errors import ConfigurationError, EvflowError, InputError, JobError, ModuleError, with_product_hint
 from ..output import MANIFEST
+from ..remote import RemoteNotice
+from ..remote._distributed import merge_remote, shared_cluster_remotes
+from ..remote._distributed import notice as remote_notice
 from .chunks import (
     Chunk,
     ChunkFeed,
@@ -77,11 +80,13 @@ def _connect(client: Any, processes: int | None) -> Iterator[Any]:
     """The Dask client to use: the one given, one connected to an address,
     or one on a new local cluster of ``processes`` worker processes."""
     try:
-        from distributed import Client, LocalCluster
+        from distributed import Client
     except ImportError as e:
         raise ConfigurationError(
             "a distributed run needs Dask: pip install 'evflow[distributed]' (dask[distributed])"
         ) from e
+    from .._dist_support import connect, local_cluster
+
     if client is not None and processes is not None:
         raise ConfigurationError("give client= (or a scheduler address) or processes=, not both")
     if client is not None and not isinstance(client, str):
@@ -102,10 +107,7 @@ def _connect(client: Any, processes: int | None) -> Iterator[Any]:
             f"('tcp://host:8786'), not {type(client).__name__} {client!r}"
         )
     if isinstance(client, str):
-        try:
-            c = Client(client, timeout="30s")
-        except Exception as e:
-            raise ConfigurationError(f"cannot connect to the Dask scheduler at '{client}': {e}") from e
+        c = connect(client)
         try:
             yield c
         finally:
@@ -113,20 +115,8 @@ def _connect(client: Any, processes: int | None) -> Iterator[Any]:
         return
     if processes is None or processes < 1:
         raise ConfigurationError(f"processes must be a positive integer, not {processes!r}")
-    # One evflow engine per worker process; the engine has its own threads.
-    cluster = LocalCluster(
-        n_workers=processes,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=":0",
-        silence_logs=logging.ERROR,
-    )
-    c = Client(cluster)
-    try:
+    with local_cluster(processes) as c:
         yield c
-    finally:
-        c.close()
-        cluster.close()
 
 
 #: Workers (addresses) known to import evflow: each is asked once.
@@ -299,6 +289,11 @@ def run(
         raise ConfigurationError(f"on_error must be 'fail', 'skip' or 'skip-chunk', not {on_error!r}")
     if executor not in ("threaded", "sequential"):
         raise ConfigurationError(f"executor must be 'threaded' or 'sequential', not {executor!r}")
+    if filter_order not in ("fixed", "adaptive", "hepframe"):  # as a single-process run, before any cluster
+        raise ConfigurationError(
+            f"filter_order must be 'fixed', 'adaptive' or 'hepframe', not {filter_order!r}"
+        )
+    shared_cluster_remotes(proc, None)  # a required remote producer without a cluster of its own
     plan = _Plan(proc)  # checks the description before anything is submitted
     check_skims(proc)  # before any skim directory is prepared: a refusal deletes nothing
     assert proc.source is not None
@@ -314,9 +309,7 @@ def run(
         shipped.source = None
     else:
         shipped = target
-    import cloudpickle
-
-    payload = cloudpickle.dumps(shipped)
+    payload = pickled(shipped, proc)  # an error names the module that cannot be pickled
     token = hashlib.sha1(payload).hexdigest()[:16]  # the analysis (workers keep it built)
     job = uuid.uuid4().hex[:12]  # this run (task keys must not collide with an earlier run's)
 
@@ -324,6 +317,10 @@ def run(
     with _connect(client, processes) as c:
         workers, slots = _check_workers(c)
         timing = {"connect_s": time.perf_counter() - t0}
+        # Remote producers whose requests would queue behind the chunks: local in the chunks.
+        run_locally = shared_cluster_remotes(proc, getattr(getattr(c, "scheduler", None), "address", None))
+        if run_locally:
+            warnings.warn(remote_notice(run_locally), RemoteNotice, stacklevel=3)
         link = getattr(c, "dashboard_link", None)
         if link and (progress is True if dashboard is None else dashboard):
             print(f"evflow: Dask dashboard at {link}", file=sys.stderr, flush=True)
@@ -357,6 +354,7 @@ def run(
 
         skim_paths = [os.path.abspath(out.path) for out, _sel in proc.outputs]
         skim_dirs = [skim_dir(p) for p in skim_paths]
+        created = new_directories(skim_dirs)  # removed again, if empty, by a failed run
         for d in skim_dirs:
             prepare_skim_dir(d)
         # Adaptive ordering: a chunk starts from the orders the chunks finished
@@ -376,6 +374,7 @@ def run(
             "skims": skim_dirs,
             # the types of branches that differ between files: every part writes them so
             "skim_types": [schema_of(out._declared, out.columns) for out, _sel in proc.outputs],
+            "local_remote": run_locally,
         }
         merger = Merger(list(templates), [out.path for out, _sel in proc.outputs])
         show: Callable[[int, int], None] | None = None
@@ -481,6 +480,7 @@ def run(
                     prepare_skim_dir(d)
                     if d != p:
                         os.rmdir(d)
+            remove_created(skim_dirs, created)
             raise
         finally:
             if payload_future is not None:
@@ -504,6 +504,13 @@ def run(
     report = merge_reports(
         merger.reports, [s["first_batch"] for s in summaries], [s["chunk"] for s in summaries]
     )
+    remote = merge_remote([r.get("remote") for r in merger.reports])
+    if remote is not None:  # as a single-process run reports its remote producers
+        if run_locally:
+            for label in run_locally:
+                if label in remote:
+                    remote[label]["notices"].insert(0, remote_notice([label]))
+        report["remote"] = remote
     report.update(
         wall_s=wall,
         wall_s_python=wall,

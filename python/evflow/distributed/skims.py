@@ -71,6 +71,8 @@ def finish_skim(
     path: str, proc: Process, columns: list[str], parts: list[dict[str, Any]], schema: bytes | None
 ) -> int:
     rows = sum(p["rows"] for p in parts)
+    if schema is not None:
+        _widen_parts(path, parts, schema)
     manifest: dict[str, Any] = {
         "process": proc.name,
         "columns": columns,
@@ -90,3 +92,23 @@ def finish_skim(
             with contextlib.suppress(FileNotFoundError):
                 os.remove(os.path.join(path, name))
     return rows
+
+
+def _widen_parts(path: str, parts: list[dict[str, Any]], schema: bytes) -> None:
+    """Rewrites the parts whose column types are narrower than the skim's
+    (``schema``, the types holding every part's values exactly): the parts
+    are then read as one table, with the types one process would write."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .._skim_types import widen_file
+
+    final = pa.ipc.read_schema(pa.py_buffer(schema))
+    for p in parts:
+        if not p.get("file") or not p.get("rows"):
+            continue
+        part = os.path.join(path, str(p["file"]))
+        have = pq.read_schema(part).remove_metadata()
+        target = pa.schema([have.field(f.name).with_type(final.field(f.name).type) for f in have])
+        if target != have and not any(pa.types.is_null(f.type) for f in target):
+            widen_file(part, target, os.path.join(path, f".{p['file']}.evflow-partial-{os.getpid()}-w"))

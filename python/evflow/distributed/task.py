@@ -92,6 +92,20 @@ def _process(payload: bytes, token: str) -> Process:
     return proc
 
 
+def _local_remotes(modules: dict[str, Any], labels: list[str]) -> dict[str, Any]:
+    """The modules with the remote producers ``labels`` run locally (their
+    requests would go to the cluster this chunk keeps busy: see
+    :mod:`evflow.remote._distributed`); copies, the built analysis is shared."""
+    import dataclasses
+
+    out = dict(modules)
+    for label in labels:
+        m = copy.copy(out[label])
+        m.remote = dataclasses.replace(m.remote, mode="local")
+        out[label] = m
+    return out
+
+
 def _failure(
     chunk: Chunk, kind: str, message: str, exc: BaseException | None, **extra: Any
 ) -> dict[str, Any]:
@@ -139,6 +153,8 @@ def run_chunk(
     # A private copy: several chunk tasks may share this worker process.
     proc = copy.copy(base)
     proc.source = chunk_source(source, chunk)
+    if options.get("local_remote"):
+        proc.modules = _local_remotes(base.modules, options["local_remote"])
     seed = dict(options.get("seed") or {})
     perms = _reorder(proc, seed) if seed else {}
     skims = options.get("skims", [])

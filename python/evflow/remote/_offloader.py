@@ -43,6 +43,25 @@ class RemoteNotice(UserWarning):
     request that could not be completed)."""
 
 
+#: How long connecting to a scheduler given by its address may take.
+CONNECT_TIMEOUT_S = 10.0
+
+
+def _own_cluster(client: Any) -> bool:
+    """Whether ``client`` talks to the scheduler of the Dask worker this
+    runs on (a chunk task of a distributed run): a request would queue
+    behind the chunks that keep every worker thread busy."""
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except (ImportError, ValueError):
+        return False  # not in a Dask task
+    mine = getattr(getattr(worker, "scheduler", None), "address", None)
+    theirs = getattr(getattr(client, "scheduler", None), "address", None)
+    return mine is not None and mine == theirs
+
+
 def _nbytes(value: Any) -> int:
     nb = getattr(value, "nbytes", None)
     return int(nb) if nb is not None else 0
@@ -108,6 +127,8 @@ class Offloader:
         self.backlog_events = 0
         self.seq = itertools.count()
         self.client: Any = None
+        #: the client was opened here (from an address): closed by close()
+        self.own_client = False
         self.available = False
         self.notices: list[str] = []
         self.stop = threading.Event()
@@ -146,6 +167,13 @@ class Offloader:
         except Exception as e:
             self._unavailable(f"no Dask client to send requests to ({e})")
             return
+        if _own_cluster(self.client):
+            self._unavailable(
+                "its requests would go to the Dask cluster running this chunk of a distributed run, whose "
+                "worker threads are all busy with chunks (each request would wait timeout_s, twice); give "
+                "Remote(client='tcp://other-scheduler:8786') for a cluster of its own, or mode='local'"
+            )
+            return
         info = self.client.scheduler_info()
         workers = info.get("workers", {})
         need = dict(self.spec.resources)
@@ -179,8 +207,20 @@ class Offloader:
         if c is None:
             return distributed.get_client()
         if isinstance(c, str):
-            return distributed.Client(c)
+            # Ours for this job: closed when it ends (a client left open per
+            # run piles up, and logs errors once the scheduler is gone); not
+            # the default client of the user's session.
+            client = distributed.Client(c, set_as_default=False, timeout=CONNECT_TIMEOUT_S)
+            self.own_client = True
+            return client
         return c
+
+    def _release_client(self) -> None:
+        client, self.client = self.client, None
+        if self.own_client and client is not None:
+            self.own_client = False
+            with contextlib.suppress(Exception):
+                client.close()
 
     def _unavailable(self, why: str) -> None:
         if self.spec.required:
@@ -202,6 +242,7 @@ class Offloader:
             self.pending.clear()
             self.out.clear()
             self.actors.clear()  # releases the actors on the workers
+        self._release_client()
         return self.report()
 
     def report(self) -> dict[str, Any]:

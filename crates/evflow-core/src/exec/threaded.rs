@@ -231,12 +231,17 @@ impl Pool {
                     self.finish();
                     break;
                 }
-                if starts_event && !out.is_empty() {
+                if starts_event
+                    && !out.is_empty()
+                    && !(local.is_empty() && self.injector.is_empty())
+                {
                     // A new event's first modules queue behind the work of
                     // the events already in flight: a loop that kept them
                     // would go on reading and running new events while
                     // older ones waited in its deque until the end of the
                     // job (their latency, their luminosity block's end).
+                    // With no older work waiting here or in the injector
+                    // the loop goes on with the new event (cache-warm).
                     let tasks = out.len();
                     for first in out.drain(..) {
                         self.injector.push(first);
