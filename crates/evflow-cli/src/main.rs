@@ -128,6 +128,15 @@ fn never_run(process: &evflow_core::Process) -> Vec<String> {
                 m.kind, m.label
             )
         })
+        .chain(
+            // An empty path accepts every event: most likely its modules
+            // were forgotten (an output selecting it writes everything).
+            process
+                .paths()
+                .iter()
+                .filter(|p| p.modules.is_empty())
+                .map(|p| format!("path '{}' has no modules: it accepts every event", p.name)),
+        )
         .collect()
 }
 

@@ -462,9 +462,10 @@ modules = ["loose", "tight"]
     }
 }
 
-/// A filter or analyzer that no path or end path names never runs: the
-/// command says so (an output there is an error; an unused producer is an
-/// on-demand one, and says nothing).
+/// A filter or analyzer that no path or end path names never runs, and a
+/// path without modules accepts every event: the command says so (an
+/// output there is an error; an unused producer is an on-demand one, and
+/// says nothing).
 #[test]
 fn modules_that_never_run_are_named_in_a_warning() {
     let dir = scratch("orphans");
@@ -476,7 +477,8 @@ fn modules_that_never_run_are_named_in_a_warning() {
          [[module]]\nlabel = \"f\"\ntype = \"filter\"\n\
          [[module]]\nlabel = \"stray\"\ntype = \"filter\"\n\
          [[module]]\nlabel = \"histos\"\ntype = \"analyzer\"\n\
-         [[path]]\nname = \"p\"\nmodules = [\"f\"]\n",
+         [[path]]\nname = \"p\"\nmodules = [\"f\"]\n\
+         [[path]]\nname = \"everything\"\nmodules = []\n",
     );
     for command in ["run", "simulate"] {
         let out = evflow(&[command, &config]);
@@ -494,6 +496,9 @@ fn modules_that_never_run_are_named_in_a_warning() {
                 ),
                 format!(
                     "evflow: warning: {config}: analyzer 'histos' is on no path or end path: it never runs"
+                ),
+                format!(
+                    "evflow: warning: {config}: path 'everything' has no modules: it accepts every event"
                 ),
             ],
             "{command}"

@@ -82,6 +82,7 @@ pub mod hash;
 mod ids;
 mod job;
 mod module;
+mod module_arc;
 mod options;
 pub mod ordering;
 pub mod parallel_for;
@@ -108,6 +109,7 @@ pub use report::{
     ChromeTrace, FailedEvent, ModuleReport, PathReport, Report, Stall, SteadyRate, StepReport,
     TraceSlice,
 };
+pub use schedule::OrderChange;
 pub use source::{EmptySource, Source, SourceProducts};
 pub use stop::StopHandle;
 pub use trigger::TriggerResults;

@@ -171,6 +171,22 @@ impl Report {
         self.modules.iter().find(|m| m.label == label)
     }
 
+    /// Finds a path's line (its cut-flow) by name.
+    ///
+    /// ```
+    /// use evflow_core::{EmptySource, Process, RunOptions, run};
+    ///
+    /// let mut p = Process::new("empty");
+    /// p.set_source(EmptySource::new(3));
+    /// p.path("all", Vec::<String>::new());
+    /// let report = run(p, &RunOptions::default()).unwrap();
+    /// assert_eq!(report.path("all").unwrap().passed, 3);
+    /// assert!(report.path("none").is_none());
+    /// ```
+    pub fn path(&self, name: &str) -> Option<&PathReport> {
+        self.paths.iter().find(|p| p.name == name)
+    }
+
     /// Chrome trace-event JSON (loadable in Perfetto and chrome://tracing).
     pub fn chrome_trace(&self) -> ChromeTrace {
         let trace_events = self
