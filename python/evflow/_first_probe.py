@@ -11,7 +11,7 @@ the written order for want of statistics.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -28,8 +28,26 @@ class FirstProbe:
     """``probe(data, path)``: every filter of path ``path`` on a subsample of
     the batch ``data``, with the producers the filters need computed on it."""
 
-    def __init__(self, path_steps: dict[int, Steps], modules: list[dict[str, Any]], device: set[str]) -> None:
+    def __init__(
+        self,
+        path_steps: dict[int, Steps],
+        modules: list[dict[str, Any]],
+        device: set[str],
+        paths: Mapping[str, Any] | None = None,
+        path_index: Mapping[str, int] | None = None,
+    ) -> None:
         self.path_steps = path_steps
+        #: Per path, per step: the steps it must follow (``after=``). A step
+        #: decides only on the events that all of them passed, as on the
+        #: path: ``after=`` is how a cut guards the next one
+        #: (``nJet >= 2`` before ``Jet_pt[:, 1]``).
+        self.preds: dict[int, list[set[int]]] = {}
+        for path in (paths or {}).values():
+            labels = [f.label for f in path.filters]
+            preds: list[set[int]] = [set() for _ in labels]
+            for later, earlier in path.after:
+                preds[labels.index(later)].add(labels.index(earlier))
+            self.preds[(path_index or {})[path.name]] = preds
         # Producers that only run remotely or on a device are left out: the
         # probe must not send requests or launch kernels of its own.
         self.producers = {
@@ -37,6 +55,11 @@ class FirstProbe:
             for m in modules
             if m["kind"] == "producer" and m["remote"] is None and m["label"] not in device
         }
+
+    @classmethod
+    def of(cls, plan: Any, proc: Any) -> FirstProbe:
+        """The probe of a job's plan (``_job``) and its process's paths."""
+        return cls(plan.path_steps, plan.modules, set(plan.split_runners), proc.paths, plan.path_index)
 
     def __call__(self, data: rt.BatchData, path: int) -> Probed | None:
         """Per step in written order: whether each event of the subsample
@@ -50,27 +73,35 @@ class FirstProbe:
             return None
         events = rt.probe_indices(data.n, rt.FIRST_PROBE_EVENTS)
         cache: dict[str, tuple[rt.Selection, Any] | None] = {}
-        known: list[list[bool]] = []
-        passed: list[list[bool]] = []
-        seconds: list[list[tuple[float, int]]] = []
+        known: list[list[bool]]
+        passed: list[list[bool]]
+        seconds: list[list[tuple[float, int]]]
         # Each filter runs on the subsample in a few chunks, each one timing
         # for the planner, and before each on a few events: the least of
         # these is the call's fixed cost (a Python call, slicing, an awkward
         # kernel's start: tens of µs, which batches of 10^5 events spread
         # thin), taken out of the chunks' timings so that they measure what
         # grows with the events.
-        chunks = [c for c in np.array_split(events, rt.FIRST_PROBE_CHUNKS) if len(c)]
-        few = events[: rt.FIRST_PROBE_FEW]
-        for runner, tags in steps:
+        preds = self.preds.get(path) or [set() for _ in steps]
+        n = len(events)
+        known = [[False] * n for _ in steps]
+        passed = [[False] * n for _ in steps]
+        seconds = [[] for _ in steps]
+        for i in _constrained_order(preds):
+            runner, tags = steps[i]
+            # Where the steps it must follow passed (all events without any).
+            at = np.ones(n, dtype=bool)
+            for j in preds[i]:
+                at &= np.asarray(known[j]) & np.asarray(passed[j])
+            mine = events[at]
             t0 = time.perf_counter()
             probe = getattr(runner, "probe", None)
             raw = [self._product(data, events, tag, cache) for tag in tags]
             producers = time.perf_counter() - t0
-            if probe is None or any(r is None for r in raw):
-                known.append([False] * len(events))
-                passed.append([False] * len(events))
-                seconds.append([])
+            if probe is None or any(r is None for r in raw) or len(mine) == 0:
                 continue
+            chunks = [c for c in np.array_split(mine, rt.FIRST_PROBE_CHUNKS) if len(c)]
+            few = mine[: rt.FIRST_PROBE_FEW]
             k: list[bool] = []
             ok: list[bool] = []
             times = []
@@ -102,9 +133,11 @@ class FirstProbe:
                 if grows > 0 and size > len(few):
                     t = grows * size / (size - len(few))
                 timings.append((t + producers * size / len(events), size))
-            seconds.append(timings)
-            known.append(k)
-            passed.append(ok)
+            seconds[i] = timings
+            positions = np.flatnonzero(at)
+            for p, kk, oo in zip(positions, k, ok, strict=True):
+                known[i][p] = kk
+                passed[i][p] = oo
         if not any(seconds):
             return None
         return known, passed, seconds
@@ -132,3 +165,15 @@ class FirstProbe:
         for p, v in zip(m["produces"], values, strict=True):
             cache[f"{label}:{p}"] = (events, v)
         return cache[tag]
+
+
+def _constrained_order(preds: list[set[int]]) -> list[int]:
+    """The steps in written order, each moved after the steps it must
+    follow (the order a path with these constraints could run)."""
+    done: list[int] = []
+    left = list(range(len(preds)))
+    while left:
+        ready = next((i for i in left if preds[i] <= set(done)), left[0])  # a cycle: written order
+        done.append(ready)
+        left.remove(ready)
+    return done

@@ -507,7 +507,7 @@ def _run_plan(
             trace=trace,
             filter_order=filter_order,
             probe=rt.probe_indices,
-            first_probe=FirstProbe(plan.path_steps, plan.modules, set(plan.split_runners)),
+            first_probe=FirstProbe.of(plan, proc),
             ordering_stats=ordering_stats,
         )
     except BaseException:

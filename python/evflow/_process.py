@@ -4,6 +4,7 @@ histograms and outputs; :meth:`Process.run` hands it to the job runner
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
@@ -329,6 +330,18 @@ class Process:
                 ) from None
             if not lo < hi:
                 raise ConfigurationError(f"histogram '{name}': range= must have low < high, not {range!r}")
+        if edges is not None:
+            try:
+                e = [float(x) for x in edges]
+            except (TypeError, ValueError):
+                raise ConfigurationError(
+                    f"histogram '{name}': edges= must be numbers, not {edges!r}"
+                ) from None
+            # NaN compares false: refused.
+            if len(e) < 2 or not all(a < b for a, b in itertools.pairwise(e)):
+                raise ConfigurationError(
+                    f"histogram '{name}': edges= must be at least two strictly increasing numbers, not {edges!r}"
+                )
         if hist is not None:
             check_growth(name, hist)
         if weight is not None and not isinstance(weight, str | bool):

@@ -101,6 +101,17 @@ class CutFlow:
     def __iter__(self) -> Iterator[PathCutFlow]:
         return iter(self.paths.values())
 
+    def __contains__(self, path: object) -> bool:
+        """``"sr" in result.cutflow``: whether there is a path of that name."""
+        return path in self.paths
+
+    def keys(self) -> list[str]:
+        """The path names, in the process's order."""
+        return list(self.paths)
+
+    def items(self) -> list[tuple[str, PathCutFlow]]:
+        return list(self.paths.items())
+
     def __len__(self) -> int:
         return len(self.paths)
 

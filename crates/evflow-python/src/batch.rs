@@ -33,6 +33,11 @@ pub(crate) struct Shared {
     pub n_paths: usize,
     /// Steps of each path.
     pub path_len: Vec<usize>,
+    /// Per path, per step: the steps (bits) it must follow (`after=`): on
+    /// a sampled batch's subsample it decides only on the events that all
+    /// of them passed, as it does on the path (a guard like `nJet >= 2`
+    /// before `Jet_pt[:, 1]`).
+    pub step_preds: Vec<Vec<u64>>,
     /// Python helper: `union(list_of_index_arrays) -> index_array`.
     pub union: Py<PyAny>,
     /// Python helper: `intersect(a, b) -> index_array`.
@@ -76,6 +81,7 @@ impl Shared {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         path_len: Vec<usize>,
+        step_preds: Vec<Vec<u64>>,
         union: Py<PyAny>,
         intersect: Py<PyAny>,
         weight_sum: Py<PyAny>,
@@ -91,6 +97,7 @@ impl Shared {
             first_tried: Mutex::new(vec![false; path_len.len()]),
             n_paths: path_len.len(),
             path_len,
+            step_preds,
             union,
             intersect,
             weight_sum,
@@ -451,6 +458,26 @@ impl Batch {
         }
         let events = make.bind(py).call1((self.len,))?.unbind();
         Ok(Some(probe.events.get_or_init(|| events).clone_ref(py)))
+    }
+
+    /// Positions in the subsample of path `path` at which every step of
+    /// `steps` (bits) decided and passed.
+    pub fn probe_passed_all(&self, path: usize, steps: u64) -> Vec<usize> {
+        let Some(probe) = &self.probe else {
+            return Vec::new();
+        };
+        let bits = probe.bits.lock().unwrap_or_else(|p| p.into_inner());
+        bits.get(path)
+            .map(|rows| {
+                rows.iter()
+                    .enumerate()
+                    .filter(|(_, (known, passed))| {
+                        known & steps == steps && passed & steps == steps
+                    })
+                    .map(|(i, _)| i)
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// Records the decisions of step `step` of path `path` on the

@@ -233,6 +233,7 @@ impl Job {
         };
         let shared = Arc::new(Shared::new(
             self.paths.iter().map(|p| p.modules.len()).collect(),
+            self.paths.iter().map(step_predecessors).collect(),
             union,
             intersect,
             weight_sum,
@@ -583,4 +584,18 @@ pub fn merge_ordering_stats(parts: Vec<String>) -> PyResult<String> {
     let merged = merge_statistics(&parsed).map_err(|e| PyValueError::new_err(e.to_string()))?;
     serde_json::to_string(&merged)
         .map_err(|e| PyRuntimeError::new_err(format!("ordering statistics serialization: {e}")))
+}
+
+/// Per step of `path`: the steps (bits, the first 64) it must follow.
+fn step_predecessors(path: &PathDesc) -> Vec<u64> {
+    let position = |label: &str| path.modules.iter().position(|m| m == label);
+    let mut preds = vec![0u64; path.modules.len()];
+    for (later, earlier) in &path.after {
+        if let (Some(l), Some(e)) = (position(later), position(earlier))
+            && e < 64
+        {
+            preds[l] |= 1 << e;
+        }
+    }
+    preds
 }

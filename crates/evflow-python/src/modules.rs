@@ -177,9 +177,36 @@ impl Filter for PyFilter {
             if let Some(events) = batch.probe_events(py, Some(self.path))? {
                 let inputs = self.call.inputs(py, ev)?;
                 let probe = self.call.runner.bind(py).getattr("probe")?;
-                let (known, ok): (Vec<bool>, Vec<bool>) = probe
-                    .call1((batch.data.bind(py), events, inputs))?
-                    .extract()?;
+                let preds = self
+                    .call
+                    .shared
+                    .step_preds
+                    .get(self.path)
+                    .and_then(|p| p.get(self.step))
+                    .copied()
+                    .unwrap_or(0);
+                let (known, ok): (Vec<bool>, Vec<bool>) = if preds == 0 {
+                    probe
+                        .call1((batch.data.bind(py), events, inputs))?
+                        .extract()?
+                } else {
+                    // Only where the steps it must follow passed (on the
+                    // others it is undecided), as on the path.
+                    let n: usize = events.bind(py).len()?;
+                    let at = batch.probe_passed_all(self.path, preds);
+                    let (mut known, mut ok) = (vec![false; n], vec![false; n]);
+                    if !at.is_empty() {
+                        let some = events.bind(py).get_item(at.clone())?;
+                        let (k, o): (Vec<bool>, Vec<bool>) = probe
+                            .call1((batch.data.bind(py), some, inputs))?
+                            .extract()?;
+                        for (j, &i) in at.iter().enumerate() {
+                            known[i] = k[j];
+                            ok[i] = o[j];
+                        }
+                    }
+                    (known, ok)
+                };
                 batch.record_probe(self.path, self.step, &known, &ok);
             }
             self.call.shared.record(CutRecord {

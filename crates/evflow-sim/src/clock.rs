@@ -303,9 +303,15 @@ pub(crate) fn run_on<Q: Queues>(
             && !out.is_empty()
             && !(machine.queues.own_empty(core) && machine.injector.is_empty())
         {
-            machine.injector.extend(out.drain(..));
-            machine.queues.push_idle(core);
-            continue;
+            // A read among them (the source's next) stays, as there.
+            let (reads, others): (Vec<Task>, Vec<Task>) =
+                out.drain(..).partition(|t| matches!(t, Task::Read { .. }));
+            machine.injector.extend(others);
+            out.extend(reads);
+            if out.is_empty() {
+                machine.queues.push_idle(core);
+                continue;
+            }
         }
         // Like the threaded executor: go on with the first follow-up, leave
         // the others on this core's deque for it (newest first) or thieves.

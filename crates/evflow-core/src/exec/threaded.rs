@@ -143,10 +143,13 @@ impl Pool {
 
     /// A task from the injector or another loop's deque (the oldest there:
     /// the work that has waited longest).
-    fn steal(&self, me: usize, local: &Worker<Task>) -> Option<Task> {
+    fn steal(&self, me: usize) -> Option<Task> {
         loop {
             let mut retry = false;
-            match self.injector.steal_batch_and_pop(local) {
+            // One task, the oldest handed in: a batch moved into this
+            // loop's deque would wait there, behind newer work, while this
+            // thread is off its core (new events queue in the injector).
+            match self.injector.steal() {
                 Steal::Success(task) => return Some(task),
                 Steal::Retry => retry = true,
                 Steal::Empty => {}
@@ -218,7 +221,7 @@ impl Pool {
         let _guard = FinishOnUnwind(self);
         let mut out = Vec::new();
         loop {
-            let Some(mut task) = local.pop().or_else(|| self.steal(me, &local)) else {
+            let Some(mut task) = local.pop().or_else(|| self.steal(me)) else {
                 if self.finished.load(Ordering::Acquire) {
                     return;
                 }
@@ -241,13 +244,24 @@ impl Pool {
                     // older ones waited in its deque until the end of the
                     // job (their latency, their luminosity block's end).
                     // With no older work waiting here or in the injector
-                    // the loop goes on with the new event (cache-warm).
-                    let tasks = out.len();
-                    for first in out.drain(..) {
-                        self.injector.push(first);
+                    // the loop goes on with the new event (cache-warm). A
+                    // read among them (the source's next) stays: reads come
+                    // first, the source being every job's serial stage.
+                    let mut diverted = 0;
+                    let mut reads = Vec::new();
+                    for t in out.drain(..) {
+                        if matches!(t, Task::Read { .. }) {
+                            reads.push(t);
+                        } else {
+                            self.injector.push(t);
+                            diverted += 1;
+                        }
                     }
-                    self.sleep.wake(tasks);
-                    break;
+                    self.sleep.wake(diverted);
+                    out.append(&mut reads);
+                    if out.is_empty() {
+                        break;
+                    }
                 }
                 // Keep the first follow-up here (depth first: an event's next
                 // module runs while its products are warm; a run granted a
