@@ -421,9 +421,9 @@ class Process:
         progress line on stderr, or a function ``(batches, events)``
         (called every 0.2 s while the job runs, and last with the totals).
         ``on_error="skip"`` leaves out a batch whose module fails instead of
-        stopping (its events are not in the cut-flow; histograms filled and
-        skim rows written for that batch by other end-path modules before
-        the failure stay).
+        stopping: it adds nothing to the cut-flow, the histograms or the
+        skims (its fills and rows are held until every end-path module ran
+        on it, then dropped), as if it were not in the input.
         ``filter_order`` chooses the engine's ordering policy of reorderable
         paths: ``"adaptive"`` (default; the order of least expected cost from
         measured costs and pass rates), ``"fixed"`` (the written order) or
