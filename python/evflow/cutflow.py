@@ -218,21 +218,19 @@ def build(
         passed = [0] * len(filters)
         w_seen = [0.0] * len(filters)
         w_passed = [0.0] * len(filters)
-        executed: dict[int, list[int]] = {}
-        for batch, path, step, _position, s, ps, ws, wp in records:
+        executed: dict[int, list[tuple[int, int]]] = {}
+        for batch, path, step, position, s, ps, ws, wp in records:
             if path != p or batch in bad:
                 continue
             seen[step] += s
             passed[step] += ps
             w_seen[step] += ws
             w_passed[step] += wp
-            executed.setdefault(batch, []).append(step)
+            executed.setdefault(batch, []).append((position, step))
         n_pass = sum(f[1][p][0] for f in finals)
         w_pass = sum(f[1][p][1] for f in finals)
-        # Batches rejected early leave their last filters unrun: the most
-        # common complete execution order is the representative one.
-        orders = Counter(tuple(steps) for steps in executed.values() if len(steps) == len(filters))
-        best = orders.most_common(1)[0][0] if orders else tuple(range(len(filters)))
+        runs = [[step for _, step in sorted(steps)] for steps in executed.values()]
+        best = representative_order(runs, len(filters))
         steps = [
             CutFlowStep(
                 filter=f,
@@ -261,6 +259,27 @@ def build(
     return CutFlow(out, weighted)
 
 
+def representative_order(runs: Sequence[Sequence[int]], n: int) -> list[int]:
+    """The order most batches ran a path's ``n`` filters in, from each
+    batch's steps in execution order (``runs``; a batch rejected early ran a
+    prefix): position by position, the step most of the batches that agree
+    so far ran next (ties: the one written first); steps no batch reached
+    follow in written order. Never a filter that did not run before one
+    that did (counting only batches that ran every filter named a written
+    order when none had)."""
+    order: list[int] = []
+    alive = [list(r) for r in runs]
+    while len(order) < n:
+        k = len(order)
+        nxt = Counter(r[k] for r in alive if len(r) > k)
+        if not nxt:
+            break
+        step = min(nxt, key=lambda s: (-nxt[s], s))
+        order.append(step)
+        alive = [r for r in alive if len(r) > k and r[k] == step]
+    return order + [i for i in range(n) if i not in order]
+
+
 def _why(path: str, reorderable: bool, policy: str, orderings: Sequence[dict[str, Any]]) -> str:
     """Why `path` ran in the order it did, from the engine's order changes."""
     if not reorderable:
@@ -272,6 +291,11 @@ def _why(path: str, reorderable: bool, policy: str, orderings: Sequence[dict[str
         for c in orderings
         if c.get("path") == path and not str(c.get("reason", "")).startswith("in use at the end")
     ]
+    if not changes and policy == "hepframe":
+        return (
+            "hepframe: the written order was kept (HEP-Frame's heuristic changes the order at "
+            "its checkpoints, the first after 64 batches, when its weights say so)"
+        )
     if not changes:
         return (
             f"{policy}: the written order was kept (no other order was expected to save "

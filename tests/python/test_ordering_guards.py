@@ -86,3 +86,43 @@ def test_cutflow_answers_membership_and_histogram_edges_are_checked() -> None:
             ef.ConfigurationError, match=r"histogram 'h': edges= must be at least two strictly"
         ):
             proc.histogram("h", column="MET_pt", edges=bad)
+
+
+def test_the_cutflow_order_is_one_the_batches_ran() -> None:
+    """Batches rejected early run a prefix of their order: the order shown
+    is built from those prefixes, never a written order no batch ran."""
+    from evflow.cutflow import representative_order
+
+    # Three filters; no batch ran all three: two ran 2 > 1 (rejected
+    # there), one ran 2 > 0.
+    assert representative_order([[2, 1], [2, 1], [2, 0]], 3) == [2, 1, 0]
+    # 32 of 40 batches ran 1 > 0 > 2 in full; 8 stopped after 2 > 0.
+    assert representative_order([[1, 0, 2]] * 32 + [[2, 0]] * 8, 3) == [1, 0, 2]
+    # Nothing ran: the written order; ties go to the filter written first.
+    assert representative_order([], 3) == [0, 1, 2]
+    assert representative_order([[1], [0]], 2) == [0, 1]
+
+
+def test_the_reasons_of_an_order_fit_the_policy_and_the_batches(tmp_path: Path) -> None:
+    data = tmp_path / "jets.parquet"
+    _events(data, n=20_000)
+
+    def run(policy: str) -> ef.Result:
+        proc = ef.Process("why")
+        proc.source = ef.source.parquet(str(data), step_size=1_000)
+
+        @proc.filter(consumes=["MET_pt"])
+        def met(ev: ef.Events) -> np.ndarray:
+            return ev.MET_pt > 20
+
+        @proc.filter(consumes=["MET_pt"])
+        def met_hi(ev: ef.Events) -> np.ndarray:
+            return ev.MET_pt > 60
+
+        proc.path("sr", [met, met_hi], reorderable=True)
+        return proc.run(threads=1, filter_order=policy)
+
+    # 20 batches: fewer than HEP-Frame's first checkpoint.
+    assert run("hepframe").cutflow["sr"].why.startswith("hepframe: the written order was kept (HEP-Frame")
+    final = [c["reason"] for c in run("adaptive").report["orderings"] if c["reason"].startswith("in use")]
+    assert final and "batches)" in final[-1] and "%)" not in final[-1].split("sampled events")[1][:40]

@@ -99,7 +99,7 @@ impl OrderingPlanner {
             at_event: observed,
             order: cur.plan.order().map(|m| self.labels[m].clone()).collect(),
             reason: format!(
-                "in use at the end ({} policy{}): {} decisions, {} sampled events ({:.2}%), {}; cost per step: {} ({} timings rejected as descheduled); sampling after a rejection: {}; steps run by sampled events beyond the plan after the first 2% of the events: [{}]; planner time {:.3} ms (statistics {:.3} ms, decisions {:.3} ms)",
+                "in use at the end ({} policy{}): {} decisions, {} sampled events{}, {}; cost per step: {} ({} timings rejected as descheduled); sampling after a rejection: {}; steps run by sampled events beyond the plan after the first 2% of the events: [{}]; planner time {:.3} ms (statistics {:.3} ms, decisions {:.3} ms)",
                 d.policy,
                 match &st.imported {
                     Some(imp) => format!(
@@ -111,7 +111,13 @@ impl OrderingPlanner {
                 },
                 st.decisions,
                 sampled,
-                100.0 * sampled as f64 / observed.max(1) as f64,
+                // Batches (the Python face) are sampled event by event:
+                // then a share of the engine's events means nothing.
+                if sampled <= observed {
+                    format!(" ({:.2}%)", 100.0 * sampled as f64 / observed.max(1) as f64)
+                } else {
+                    format!(" (event by event, in {observed} batches)")
+                },
                 if d.policy == Policy::Adaptive {
                     format!("expected {} per event", micros(st.expected_s))
                 } else {
