@@ -45,6 +45,10 @@ def _select(keys: Sequence[str], patterns: Sequence[str] | None) -> list[str]:
 def _read(path: str, tree: str, patterns: Sequence[str] | None) -> dict[str, Any]:
     from .source import RootSource
 
+    if path.endswith((".parquet", ".pq")):
+        from .errors import ConfigurationError
+
+        raise ConfigurationError(f"resample reads ROOT files; '{path}' is a Parquet file")
     src = RootSource(path, tree)
     t = src._open(path)
     names = _select([k for k in t.keys() if not t[k].keys()], patterns)  # noqa: SIM118 (a TTree iterates branches)
@@ -124,7 +128,9 @@ def resample(
     if kind not in (".parquet", ".root"):
         raise ConfigurationError(f"output '{out}' must end in .parquet or .root")
     if events <= 0 or chunk <= 0:
-        raise ConfigurationError("--events and --chunk must be positive")
+        raise ConfigurationError(
+            f"resample: events (--events) and chunk (--chunk) must be positive, not {events} and {chunk}"
+        )
     arrays = _read(input, tree, branches)
     n_in = len(next(iter(arrays.values()))) if arrays else 0
     if n_in == 0:

@@ -187,3 +187,18 @@ def test_a_histogram_of_an_unknown_column_is_named() -> None:
         "neither a product of a producer nor a branch of the input",
     ):
         proc.run(threads=1)
+
+
+def test_resample_and_root_patterns_say_what_is_wrong(tmp_path: Path) -> None:
+    from evflow.data import resample
+
+    with pytest.raises(
+        ef.ConfigurationError, match=r"events \(--events\) and chunk \(--chunk\) must be positive"
+    ):
+        resample("x.root", str(tmp_path / "o.parquet"), tree="t", events=0)
+    pq_file = tmp_path / "in.parquet"
+    pq_file.write_bytes(b"PAR1")
+    with pytest.raises(ef.ConfigurationError, match=r"resample reads ROOT files; .* is a Parquet file"):
+        resample(str(pq_file), str(tmp_path / "o.parquet"), tree="t", events=5)
+    with pytest.raises(ef.InputError, match=r"a pattern is not expanded; list the files"):
+        ef.source.root(str(tmp_path / "data_*.root"), tree="t").empty_batch(["x"], None)

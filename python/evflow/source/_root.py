@@ -109,6 +109,11 @@ class RootSource(Source):
                     f"ROOT file '{path}' does not exist; name the tree apart: "
                     f"ef.source.root({file!r}, tree={tree!r})"
                 )
+            if any(c in path for c in "*?["):
+                raise MissingFileError(
+                    f"ROOT file '{path}' does not exist: a pattern is not expanded; list the files, "
+                    f"e.g. ef.source.root(sorted(glob.glob({path!r})))"
+                )
             raise MissingFileError(f"ROOT file '{path}' does not exist")
         try:
             f = uproot.open(path)
