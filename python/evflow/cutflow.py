@@ -142,6 +142,37 @@ class CutFlow:
             for name, p in self.paths.items()
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CutFlow:
+        """The cut-flow :meth:`to_dict` gave (``Result.load``)."""
+        paths = [
+            PathCutFlow(
+                path=name,
+                events=int(p["events"]),
+                passed=int(p["passed"]),
+                weighted_events=float(p["weighted_events"]),
+                weighted_passed=float(p["weighted_passed"]),
+                steps=[
+                    CutFlowStep(
+                        filter=f["filter"],
+                        seen=int(f["seen"]),
+                        passed=int(f["passed"]),
+                        weighted_seen=float(f["weighted_seen"]),
+                        weighted_passed=float(f["weighted_passed"]),
+                        cumulative=float(f["cumulative"]),
+                    )
+                    for f in p["filters"]
+                ],
+                reorderable=bool(p.get("reorderable", False)),
+                order=list(p.get("order", [])),
+                policy=str(p.get("policy", "written")),
+                why=str(p.get("why", "")),
+            )
+            for name, p in data.items()
+        ]
+        weighted = any(p.weighted_events != p.events for p in paths)
+        return cls(paths, weighted)
+
     def table(self) -> str:
         """The cut-flow as a text table."""
         lines: list[str] = []

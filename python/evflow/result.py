@@ -89,6 +89,40 @@ class Result:
         os.replace(tmp, files["histograms"])
         return files
 
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str]) -> Result:
+        """The result :meth:`save` wrote into ``directory``: its cut-flow,
+        histograms and report (events and wall time from the report). The
+        histograms are a pickle: load only directories you trust."""
+        import pickle
+
+        from .errors import InputError
+
+        d = os.fspath(directory)
+        files = {key: os.path.join(d, name) for key, name in SAVED.items()}
+        missing = [files[k] for k in ("report", "cutflow", "histograms") if not os.path.isfile(files[k])]
+        if missing:
+            raise InputError(f"'{d}' is not a saved result (Result.save): no {', '.join(missing)}")
+        try:
+            with open(files["report"]) as f:
+                report = json.load(f)
+            with open(files["cutflow"]) as f:
+                cutflow = CutFlow.from_dict(json.load(f))
+            with open(files["histograms"], "rb") as f:
+                histograms = pickle.load(f)
+        except (OSError, ValueError, KeyError, TypeError, pickle.UnpicklingError) as e:
+            raise InputError(f"cannot read the saved result in '{d}': {type(e).__name__}: {e}") from None
+        return cls(
+            process=str(report.get("process", "")),
+            cutflow=cutflow,
+            histograms=histograms,
+            report=report,
+            # The engine's "events" are batches; the run's events and wall
+            # time are kept beside them.
+            events=int(report.get("events_processed", report.get("events", 0)) or 0),
+            wall_s=float(report.get("wall_s_python", report.get("wall_s", 0.0)) or 0.0),
+        )
+
     def summary(self) -> str:
         """A short text summary: events, throughput, cut-flow."""
         r = self.report

@@ -202,3 +202,24 @@ def test_resample_and_root_patterns_say_what_is_wrong(tmp_path: Path) -> None:
         resample(str(pq_file), str(tmp_path / "o.parquet"), tree="t", events=5)
     with pytest.raises(ef.InputError, match=r"a pattern is not expanded; list the files"):
         ef.source.root(str(tmp_path / "data_*.root"), tree="t").empty_batch(["x"], None)
+
+
+def test_a_saved_result_loads_back(tmp_path: Path) -> None:
+    proc = ef.Process("saved")
+    proc.source = ef.source.synthetic(events=300, step_size=100)
+
+    @proc.filter(consumes=["MET_pt"])
+    def met(ev: ef.Events) -> np.ndarray:
+        return ev.MET_pt > 20
+
+    proc.path("sr", [met])
+    proc.histogram("met", column="MET_pt", bins=10, range=(0, 200), after="sr")
+    result = proc.run(threads=1)
+    result.save(tmp_path / "out")
+    back = ef.Result.load(tmp_path / "out")
+    assert back.cutflow.to_dict() == result.cutflow.to_dict()
+    assert back.cutflow.table() == result.cutflow.table()
+    assert back.histograms["met"] == result.histograms["met"]
+    assert back.events == result.events and back.process == "saved"
+    with pytest.raises(ef.InputError, match=r"is not a saved result \(Result.save\)"):
+        ef.Result.load(tmp_path)
