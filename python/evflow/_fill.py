@@ -64,6 +64,18 @@ def flatten(values: list[Any], weight: Any) -> tuple[list[Any], Any]:
     )
 
 
+def fill_values(got: Any, h: Any) -> list[Any]:
+    """What a histogram's ``fill=`` function returned, one value per axis:
+    a tuple (in axis order), a dict by axis name (``hist``'s named axes), or
+    one value."""
+    if isinstance(got, dict):
+        names = [str(n) for n in h.axes.name]
+        if sorted(got) != sorted(names):
+            raise ValueError(f"fill= returned the keys {sorted(got)}, but the axes are named {names}")
+        return [got[n] for n in names]
+    return list(got) if isinstance(got, tuple) else [got]
+
+
 def describe(v: Any) -> str:
     """A value's kind and shape, for messages (not its contents)."""
     if isinstance(v, ak.Array):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from . import _device_runner as dr
 from . import _runtime as rt
 from ._bad_files import bad_files_left_out, with_skipped
-from ._fill import add_into, describe, flatten
+from ._fill import add_into, describe, fill_values, flatten
 from ._first_probe import FirstProbe, Steps
 from ._modules import Analyzer, Filter, Producer
 from ._ordered import Commit
@@ -302,7 +302,7 @@ class _Plan:
                 ev = rt.Events(label, data, sel, names, dict(zip(products, raw, strict=True)))
                 if fill_fn is not None:
                     got = fill_fn(ev)
-                    values = list(got) if isinstance(got, tuple) else [got]
+                    values = fill_values(got, part)
                 else:
                     values = [ev[c] for c in columns]
                 w = ev[weight_col] if weight_col else None

@@ -223,3 +223,23 @@ def test_a_saved_result_loads_back(tmp_path: Path) -> None:
     assert back.events == result.events and back.process == "saved"
     with pytest.raises(ef.InputError, match=r"is not a saved result \(Result.save\)"):
         ef.Result.load(tmp_path)
+
+
+def test_fill_may_return_values_by_axis_name() -> None:
+    proc = ef.Process("named")
+    proc.source = ef.source.synthetic(events=400, step_size=100)
+    h = hist.Hist(hist.axis.Regular(10, 0, 200, name="met"), hist.axis.Regular(4, 0, 4, name="n"))
+    proc.histogram(
+        "by_name", hist=h, fill=lambda ev: {"n": ev.nJet, "met": ev.MET_pt}, consumes=["MET_pt", "nJet"]
+    )
+    proc.histogram(
+        "by_order", hist=h.copy(), fill=lambda ev: (ev.MET_pt, ev.nJet), consumes=["MET_pt", "nJet"]
+    )
+    result = proc.run(threads=1)
+    assert result.histograms["by_name"] == result.histograms["by_order"]
+    assert result.histograms["by_name"].sum() > 0
+    wrong = ef.Process("wrong")
+    wrong.source = ef.source.synthetic(events=100, step_size=100)
+    wrong.histogram("w", hist=h.copy(), fill=lambda ev: {"met": ev.MET_pt}, consumes=["MET_pt"])
+    with pytest.raises(ef.EvflowError, match=r"fill= returned the keys \['met'\], but the axes are named"):
+        wrong.run(threads=1)

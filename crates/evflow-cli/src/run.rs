@@ -111,6 +111,21 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
             );
             Ok(ExitCode::from(signals::EXIT_INTERRUPTED))
         }
+        // `--on-error skip-event` skipped every event: nothing came out of
+        // the job, which is a failure however it was reached.
+        None if report.events == 0 && !report.failed_events.is_empty() => {
+            let first = &report.failed_events[0];
+            Err(format!(
+                "every event failed ({} events, none written; the first: run {} lumi {} event {}: \
+                 module '{}': {})",
+                report.failed_events.len(),
+                first.run,
+                first.lumi,
+                first.event,
+                first.module,
+                first.message
+            ))
+        }
         None => Ok(ExitCode::SUCCESS),
     }
 }

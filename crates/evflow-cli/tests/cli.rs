@@ -597,3 +597,54 @@ fn an_empty_cms_configuration_says_the_file_is_empty() {
         );
     }
 }
+
+/// `--on-error skip-event` that skipped every event ends in an error (the
+/// report is still written): nothing came out of the job.
+#[test]
+fn a_job_whose_every_event_failed_fails() {
+    let dir = scratch("allfail");
+    let config = write(
+        &dir,
+        "allfail.toml",
+        "[process]\nevents = 3\n\
+         [[module]]\nlabel = \"a\"\ntype = \"producer\"\nfail_on_events = [1, 2, 3]\n\
+         [[module]]\nlabel = \"o\"\ntype = \"output\"\nconsumes = [\"a\"]\n\
+         [[end_path]]\nname = \"e\"\nmodules = [\"o\"]\n",
+    );
+    let report = dir.join("r.json");
+    let args = [
+        "run",
+        config.as_str(),
+        "-q",
+        "--on-error",
+        "skip-event",
+        "--report",
+        report.to_str().unwrap(),
+    ];
+    let out = evflow(&args);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "every event failed (3 events, none written; the first: run 1 lumi 1 event 1: module 'a'"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        read_json(&report)["failed_events"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    // One event that passes: the job succeeds.
+    let some = write(
+        &dir,
+        "some.toml",
+        &std::fs::read_to_string(&config)
+            .unwrap()
+            .replace("[1, 2, 3]", "[1, 2]"),
+    );
+    let out = evflow(&["run", &some, "-q", "--on-error", "skip-event"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
