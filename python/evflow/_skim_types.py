@@ -12,27 +12,19 @@ type holds both of exactly (``int64`` and ``float64``, ``int64`` and
 the batch, never narrowed silently.
 
 A branch whose type differs between the input files (``float32`` in one,
-``float64`` in the next) takes, for the whole skim, the type that holds
-every file's values exactly, found before the job starts, so that the skim
-does not depend on the files' order and the parts of a distributed skim
-agree.
+``float64`` in the next) widens the same way, whatever the files' order.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
-
-from .errors import ConfigurationError, EvflowError
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from .source import Source
 
 __all__ = [
-    "branch_types",
     "common_schema",
     "common_type",
     "holds",
@@ -154,48 +146,6 @@ def read_declared(schema: bytes | None) -> dict[str, pa.DataType]:
 
     s = pa.ipc.read_schema(pa.py_buffer(schema))
     return {f.name: f.type for f in s}
-
-
-def branch_types(source: Source, columns: Sequence[str], skim: str) -> dict[str, pa.DataType]:
-    """The type each branch among ``columns`` takes in the skim ``skim``,
-    for the branches whose type differs between the source's files (the
-    type holding every file's values exactly); a branch with no such type
-    is a :class:`ConfigurationError` naming it, both files and both types.
-    Branches of one type everywhere are left out (the batches tell them)."""
-    files = list(getattr(source, "files", None) or [])
-    if len(files) < 2 or not columns:
-        return {}
-    seen: dict[str, tuple[Any, str]] = {}
-    widest: dict[str, Any] = {}
-    differs: set[str] = set()
-    for f in files:
-        one = copy.copy(source)
-        one.files = [f]  # type: ignore[attr-defined]
-        try:
-            batch = one.empty_batch(list(columns), None)
-        except (EvflowError, OSError, KeyError, ValueError):
-            return {}  # an unreadable file: the job's own checks name it
-        if batch is None:
-            return {}
-        for c in columns:
-            t = to_arrow(batch.columns[c]).type
-            if c not in seen:
-                seen[c] = (t, f)
-                widest[c] = t
-                continue
-            if not (holds(t, seen[c][0]) and holds(seen[c][0], t)):
-                differs.add(c)
-            common = common_type(widest[c], t)
-            if common is None:
-                first, where = seen[c]
-                raise ConfigurationError(
-                    f"skim '{skim}': branch '{c}' is {type_text(first)} in file '{where}' but "
-                    f"{type_text(t)} in file '{f}', and no type holds both exactly: skim a product "
-                    "converting it to one type instead"
-                )
-            widest[c] = common
-    # Every chunk of a distributed run writes such a column with this type.
-    return {c: t for c, t in widest.items() if c in differs}
 
 
 def common_schema(have: pa.Schema, new: pa.Schema) -> tuple[pa.Schema, str | None]:

@@ -173,16 +173,16 @@ def test_a_branch_of_float32_and_float64_files_is_written_exactly_in_any_order(
     assert ak.to_list(ak.from_arrow(t["Jet_pt"])) == ak.to_list(jets)
 
 
-def test_a_branch_of_incompatible_types_is_refused_before_the_job(tmp_path: Path) -> None:
+def test_a_branch_of_incompatible_types_is_refused_naming_both_batches(tmp_path: Path) -> None:
     a = _root(tmp_path / "a.root", np.arange(5.0) + 0.5)
     b = _root(tmp_path / "b.root", np.arange(5, dtype=np.int64))
     out = tmp_path / "skim.parquet"
     with pytest.raises(
-        ef.ConfigurationError,
-        match=r"branch 'met' is double in file '.*a\.root' but int64 in file '.*b\.root'",
+        ef.EvflowError,
+        match=r"column 'met' is double since batch 0 \(file '.*a\.root'.* but int64 in batch 1 \(file '.*b\.root'",
     ):
         _skim(ef.source.root([a, b], tree="tr"), out).run(threads=1)
-    assert sorted(os.listdir(tmp_path)) == ["a.root", "b.root"], "nothing written"
+    assert sorted(os.listdir(tmp_path)) == ["a.root", "b.root"], "nothing left behind"
 
 
 def _product_skim(tmp_path: Path, first: Any, later: Any) -> tuple[ef.Process, Path]:
