@@ -140,12 +140,23 @@ class RootSource(Source):
         return t
 
     def check(self, columns: Sequence[str]) -> None:
+        """Fails before the job on a file or branch that is not there: the
+        first file here, every other when the batches are planned
+        (:meth:`_steps` opens each file the job reads once anyway; a pass
+        of its own opened every file once more, about 0.45 s per NanoAOD
+        file, twice with more files than the trees kept open)."""
+        self._checked = list(columns)
         for path in self.files:
-            t = self._open(path)
-            keys = set(t.keys(recursive=True))
-            for c in columns:
-                if c not in keys:
-                    raise _missing(c, keys, f"tree '{self.tree}' of file '{path}'")
+            if not os.path.exists(path) and "://" not in path:
+                self._open(path)  # the missing file's own message
+        if self.files:
+            self._check_branches(self.files[0], self._open(self.files[0]))
+
+    def _check_branches(self, path: str, t: Any) -> None:
+        keys = set(t.keys(recursive=True))
+        for c in getattr(self, "_checked", ()):
+            if c not in keys:
+                raise _missing(c, keys, f"tree '{self.tree}' of file '{path}'")
 
     def total_events(self) -> int | None:
         total = 0
@@ -160,6 +171,8 @@ class RootSource(Source):
             if left is not None and left <= 0:
                 break
             t = self._open(path)
+            if hasattr(t, "keys"):  # not the distributed planner's metadata
+                self._check_branches(path, t)
             n = t.num_entries
             stop = n if left is None else min(n, left)
             try:
