@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "common_schema",
     "common_type",
+    "copy_cast",
     "holds",
     "schema_of",
     "to_arrow",
@@ -164,18 +165,26 @@ def common_schema(have: pa.Schema, new: pa.Schema) -> tuple[pa.Schema, str | Non
     return pa.schema(fields), None
 
 
+def copy_cast(path: str, writer: Any, schema: pa.Schema) -> None:
+    """Writes every row of the Parquet file ``path`` into ``writer``, cast
+    to ``schema`` (exactly: the caller checked :func:`holds`), batch by
+    batch, so that the file never needs to fit in memory."""
+    import pyarrow.parquet as pq
+
+    for batch in pq.ParquetFile(path).iter_batches():
+        writer.write_batch(batch.cast(schema))
+
+
 def widen_file(path: str, schema: pa.Schema, tmp: str, compression: str = "zstd") -> None:
-    """Rewrites the Parquet file ``path`` with ``schema``, every value cast
-    exactly (the caller checked :func:`holds`), batch by batch (the file
-    never needs to fit in memory), into ``tmp``, which then replaces it."""
+    """Rewrites the Parquet file ``path`` with ``schema`` into ``tmp``,
+    which then replaces it."""
     import os
 
     import pyarrow.parquet as pq
 
     try:
         with pq.ParquetWriter(tmp, schema, compression=compression) as writer:
-            for batch in pq.ParquetFile(path).iter_batches():
-                writer.write_batch(batch.cast(schema))
+            copy_cast(path, writer, schema)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ._skim_types import common_schema, holds, to_arrow, type_text
+from ._skim_types import common_schema, copy_cast, holds, to_arrow, type_text
 from .errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -197,8 +197,7 @@ class ParquetOutput:
         os.replace(self._tmp, old)
         try:
             self._writer = pq.ParquetWriter(self._tmp, schema, compression=self.compression)
-            for batch in pq.ParquetFile(old).iter_batches():
-                self._writer.write_batch(batch.cast(schema))
+            copy_cast(old, self._writer, schema)
         finally:
             os.remove(old)
 

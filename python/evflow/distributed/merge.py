@@ -96,10 +96,10 @@ class Merger:
             if r["skims"][i][1] == 0:
                 self.empty_schemas[i] = merge_types(self.empty_schemas[i], schema)
                 continue
-            widened = widen_part_types(
+            # Also takes the part's type where the earlier parts had none.
+            self.skim_schemas[i] = widen_part_types(
                 self.skim_names[i], self.skim_schemas[i], schema, self.typed_by[i], chunk.index
             )
-            self.skim_schemas[i] = merge_types(widened, schema)
         self.events += int(r["events"])
         self.reports.append(r["report"])
         self.summaries.append(
