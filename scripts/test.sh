@@ -9,6 +9,8 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+echo "== cargo clippy -D warnings, CUDA backend (builds without CUDA: the driver loads at run time)"
+cargo clippy -p evflow-device -p evflow-cli --features evflow-device/cuda --all-targets --quiet -- -D warnings
 echo "== cargo doc (broken or private links are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --exclude evflow-python --no-deps --quiet
 echo "== cargo test"

@@ -70,6 +70,15 @@ pub struct CudaDevice {
     busy: Arc<Busy>,
 }
 
+impl std::fmt::Debug for CudaDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaDevice")
+            .field("name", &self.name)
+            .field("streams", &self.streams)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Whether the CUDA driver and NVRTC libraries can be loaded.
 pub fn cuda_present() -> bool {
     // SAFETY: these functions try to open the system's CUDA driver and
