@@ -460,10 +460,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--plot", default=None, help="write PNGs of the histograms into this folder")
     p.add_argument("--one-pass", action="store_true", help="all the queries in one process (one read)")
     args = p.parse_args(argv)
-    print(
-        f"| query | events | s | events/s | entries | {'numba' if _use_numba(args.kernels) else 'awkward'} |"
-    )
-    print("| --- | ---: | ---: | ---: | ---: | --- |")
+    print(f"kernels: {'numba' if _use_numba(args.kernels) else 'awkward'}\n")
+    print("| query | events | s | events/s | histogram entries |")
+    print("| --- | ---: | ---: | ---: | ---: |")
     if args.one_pass:
         proc = make_one_pass(args.input, args.queries, step_size=args.step_size, kernels=args.kernels)
         t0 = time.perf_counter()
@@ -471,7 +470,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         wall = time.perf_counter() - t0
         entries = ", ".join(f"{h}: {r.histograms[h].sum():.0f}" for q in args.queries for h in histograms(q))
         names = "+".join(f"Q{q}" for q in args.queries)
-        print(f"| {names} (one pass) | {r.events} | {wall:.3f} | {r.events / wall:,.0f} | {entries} | |")
+        print(f"| {names} (one pass) | {r.events} | {wall:.3f} | {r.events / wall:,.0f} | {entries} |")
         if args.plot:
             r.plot(args.plot)
         return 0
@@ -481,7 +480,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         r = proc.run(threads=args.threads)
         wall = time.perf_counter() - t0
         entries = ", ".join(f"{h}: {r.histograms[h].sum():.0f}" for h in histograms(q))
-        print(f"| Q{q} | {r.events} | {wall:.3f} | {r.events / wall:,.0f} | {entries} | |")
+        print(f"| Q{q} | {r.events} | {wall:.3f} | {r.events / wall:,.0f} | {entries} |")
         if args.plot:
             r.plot(args.plot)
     return 0

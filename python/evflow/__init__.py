@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from . import errors, output, source
 from ._process import Analyzer, Filter, Histogram, Path, Process, Producer
 from .errors import (
+    Aborted,
     ConfigurationError,
     DeviceError,
     EvflowError,
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "Aborted",
     "Analyzer",
     "ConfigurationError",
     "CutFlow",

@@ -90,7 +90,7 @@ def load_analysis(path: str, name: str | None = None) -> Any:
     ``proc``, the only Process, or the one named ``name``), from the file's
     current contents and those of the local modules it imports."""
     from ._process import Process
-    from .errors import ConfigurationError
+    from .errors import ConfigurationError, EvflowError
 
     if not os.path.exists(path):
         raise ConfigurationError(f"analysis file '{path}' does not exist")
@@ -101,6 +101,18 @@ def load_analysis(path: str, name: str | None = None) -> Any:
         sys.path.insert(0, os.path.dirname(key))
         try:
             env = runpy.run_path(path, run_name="__evflow__")
+        except SyntaxError as e:
+            raise ConfigurationError(
+                f"analysis file '{path}', line {e.lineno}: {type(e).__name__}: {e.msg}"
+            ) from None
+        except EvflowError:
+            raise
+        except Exception as e:
+            # The file's own code failed at import (not a run): name the
+            # file; the traceback is the cause.
+            raise ConfigurationError(
+                f"analysis file '{path}' failed while loading: {type(e).__name__}: {e}"
+            ) from e
         finally:
             sys.path.pop(0)
             _track(set(sys.modules) - before)

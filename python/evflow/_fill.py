@@ -39,7 +39,10 @@ def _drop_missing(arrays: list[Any]) -> list[Any]:
 def flatten(values: list[Any], weight: Any) -> tuple[list[Any], Any]:
     """Broadcasts jagged columns (and per-event weights) to one entry per
     object and flattens them to numpy. Entries where a value or the weight
-    is missing (None: ``ak.firsts`` of an empty list, say) are left out."""
+    is missing (None: ``ak.firsts`` of an empty list, say) are left out.
+    A value that is not an array (a scalar, a list) is refused."""
+    for i, v in enumerate(values):
+        _check_array(v, i if len(values) > 1 else None)
     # A numpy array of several dimensions holds one fixed-size list per event.
     values = [ak.from_numpy(v) if isinstance(v, np.ndarray) and v.ndim > 1 else v for v in values]
     jagged = any(isinstance(v, ak.Array) and v.ndim > 1 for v in values)
@@ -61,6 +64,23 @@ def flatten(values: list[Any], weight: Any) -> tuple[list[Any], Any]:
         None
         if weight is None
         else np.asarray(ak.to_numpy(weight) if isinstance(weight, ak.Array) else weight)
+    )
+
+
+def _check_array(value: Any, axis: int | None) -> None:
+    """Refuses a value that is not an array of entries: a scalar (a 0-d
+    array, ``ev.x.mean()``) would fill one entry per batch, and a list or
+    tuple of numbers entries that no event gave, so that the histogram
+    would depend on the batches' size."""
+    # An array of any library (numpy, awkward, pandas) has dimensions.
+    if isinstance(getattr(value, "ndim", None), int) and value.ndim > 0:
+        return
+    scalar = getattr(value, "ndim", None) == 0 or isinstance(value, int | float | complex)
+    what = "a scalar (0-d)" if scalar else f"a {type(value).__name__}, not an array"
+    where = "" if axis is None else f" for axis {axis}"
+    raise TypeError(
+        f"fill= returned {what}{where}; return a numpy or awkward array with one entry per event "
+        "(or per object), or a tuple or dict of them (one per axis)"
     )
 
 

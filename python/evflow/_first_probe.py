@@ -72,7 +72,10 @@ class FirstProbe:
         if not steps or data.n == 0:
             return None
         events = rt.probe_indices(data.n, rt.FIRST_PROBE_EVENTS)
-        cache: dict[str, tuple[rt.Selection, Any] | None] = {}
+        # Products per set of events they are computed on: a step's
+        # producers run only where the steps it must follow passed, as on
+        # the path (a guard keeps ``Jet_pt[:, 1]`` off events with one jet).
+        caches: dict[bytes, dict[str, tuple[rt.Selection, Any] | None]] = {}
         known: list[list[bool]]
         passed: list[list[bool]]
         seconds: list[list[tuple[float, int]]]
@@ -94,11 +97,14 @@ class FirstProbe:
             for j in preds[i]:
                 at &= np.asarray(known[j]) & np.asarray(passed[j])
             mine = events[at]
-            t0 = time.perf_counter()
             probe = getattr(runner, "probe", None)
-            raw = [self._product(data, events, tag, cache) for tag in tags]
+            if probe is None or len(mine) == 0:
+                continue
+            cache = caches.setdefault(mine.tobytes(), {})
+            t0 = time.perf_counter()
+            raw = [self._product(data, mine, tag, cache) for tag in tags]
             producers = time.perf_counter() - t0
-            if probe is None or any(r is None for r in raw) or len(mine) == 0:
+            if any(r is None for r in raw):
                 continue
             chunks = [c for c in np.array_split(mine, rt.FIRST_PROBE_CHUNKS) if len(c)]
             few = mine[: rt.FIRST_PROBE_FEW]
@@ -132,7 +138,7 @@ class FirstProbe:
                 grows = t - fixed
                 if grows > 0 and size > len(few):
                     t = grows * size / (size - len(few))
-                timings.append((t + producers * size / len(events), size))
+                timings.append((t + producers * size / len(mine), size))
             seconds[i] = timings
             positions = np.flatnonzero(at)
             for p, kk, oo in zip(positions, k, ok, strict=True):

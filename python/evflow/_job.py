@@ -19,7 +19,7 @@ from ._modules import Analyzer, Filter, Producer
 from ._ordered import Commit
 from ._progress import _Progress
 from ._shared_work import share_products
-from .errors import ConfigurationError, Interrupted, MissingBranchError, job_error, with_product_hint
+from .errors import Aborted, ConfigurationError, Interrupted, MissingBranchError, job_error, with_product_hint
 from .source import Source
 
 if TYPE_CHECKING:
@@ -539,7 +539,7 @@ def _run_plan(
         # A second interrupt cancelled the batches in flight.
         for out in outputs:
             out._abort()
-        raise KeyboardInterrupt("evflow run aborted; partial outputs were removed")
+        raise Aborted("evflow run aborted; partial outputs were removed")
     if not res["ok"]:
         for out in outputs:
             out._abort()

@@ -76,6 +76,23 @@ def check_growth(name: str, h: Any) -> None:
             )
 
 
+def check_weight_storage(name: str, h: Any) -> None:
+    """Refuses a weighted histogram's ``hist.Hist`` template whose storage
+    counts in integers (``Int64``, ``AtomicInt64``): boost-histogram would
+    truncate each weight to an integer. A ``Double`` storage sums the
+    weights without their variances (kept: the user chose it); ``Weight``
+    storage has both."""
+    import boost_histogram as bh
+
+    storage = getattr(h, "storage_type", None)
+    if isinstance(storage, type) and issubclass(storage, bh.storage.Int64 | bh.storage.AtomicInt64):
+        raise ConfigurationError(
+            f"histogram '{name}' is weighted (weight=...) but its hist= template has {storage.__name__} "
+            "storage, which would truncate each weight to an integer; use .Weight() storage (sums of "
+            "weights and their variances) or .Double() (sums of weights only)"
+        )
+
+
 def _names(items: Iterable[Any], what: str) -> list[str]:
     if isinstance(items, str):
         return [items]

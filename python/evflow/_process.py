@@ -24,6 +24,7 @@ from ._modules import (
     check_flag,
     check_growth,
     check_progress,
+    check_weight_storage,
 )
 from ._shared_work import producer_key
 from .errors import ConfigurationError
@@ -348,6 +349,8 @@ class Process:
             raise ConfigurationError(
                 f"histogram '{name}': weight= is a column name, True (the process weight) or None, not {weight!r}"
             )
+        if hist is not None and weight:
+            check_weight_storage(name, hist)
         if label is not None and not isinstance(label, str):
             raise ConfigurationError(f"histogram '{name}': label= is a string, not {label!r}")
         if fill is not None and not callable(fill):

@@ -1,6 +1,6 @@
 """Checks of a process's skims before its job starts: a skim never
-overwrites (or, as a directory, deletes) one of the job's input files, and
-its directory takes files."""
+overwrites (or, as a directory, deletes) one of the job's input files nor
+a file that is not an earlier skim, and its directory takes files."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from ._process import Process
     from .source import Source
 
-__all__ = ["check_skims", "input_paths"]
+__all__ = ["check_replaceable", "check_skims", "input_paths"]
 
 
 def input_paths(source: Source | None) -> list[tuple[str, str]]:
@@ -53,6 +53,21 @@ def check_against_inputs(skim: str, inputs: list[tuple[str, str]]) -> None:
             )
 
 
+def check_replaceable(skim: str) -> None:
+    """Refuses a skim at the path of an existing file that is not a Parquet
+    file (an earlier skim, which the skim replaces): writing the skim would
+    destroy it. (A directory is checked where it is replaced.)"""
+    from .output import is_parquet_file
+
+    if not os.path.exists(skim) or os.path.isdir(skim) or is_parquet_file(skim):
+        return
+    what = "a file that is not a Parquet file" if os.path.isfile(skim) else "not a regular file"
+    raise ConfigurationError(
+        f"skim '{skim}' exists and is {what} (not an earlier skim): writing the skim would replace it; "
+        "remove it or choose another output path"
+    )
+
+
 def check_writable(skim: str) -> None:
     """Refuses a skim whose directory cannot be made or takes no file
     (tried with a file of its own: permissions alone do not tell, e.g.
@@ -82,5 +97,6 @@ def check_skims(proc: Process) -> None:
     inputs = input_paths(proc.source)
     for out, _select in proc.outputs:
         check_against_inputs(out.path, inputs)
+        check_replaceable(out.path)
         check_writable(out.path)
         out._declared = {}

@@ -9,7 +9,10 @@ column, as types only widen), so the skim does not depend on the order of
 the batches, nor a distributed skim on how its chunks were cut. Types no
 type holds both of exactly (``int64`` and ``float64``, ``int64`` and
 ``bool``, flat and jagged) are refused, naming the column, both types and
-the batch, never narrowed silently.
+the batch, never narrowed silently. Nullability widens the same way: a
+column whose lists (or lists' lists, or records' fields) hold ``None`` in
+a later batch only takes the type whose nested field is nullable, whatever
+the batches' order.
 
 A branch whose type differs between the input files (``float32`` in one,
 ``float64`` in the next) widens the same way, whatever the files' order.
@@ -67,9 +70,20 @@ def _value_bits(t: pa.DataType) -> int:
     return int(t.bit_width) - (1 if pa.types.is_signed_integer(t) else 0)
 
 
+def _field_holds(have: pa.Field, new: pa.Field) -> bool:
+    """Whether the nested field ``have`` (a list's items, a record's field)
+    holds every value of ``new``: its type holds ``new``'s, and it takes
+    nulls where ``new`` may have them (a non-nullable field refuses them
+    when written)."""
+    if new.nullable and not have.nullable:
+        return False
+    return holds(have.type, new.type)
+
+
 def holds(have: pa.DataType, new: pa.DataType) -> bool:
     """Whether a column of type ``have`` holds every value of type ``new``
-    exactly (list offsets' width, field names and nullability aside)."""
+    exactly (list offsets' width and field names aside; a nested field that
+    takes no null holds no nullable one, :func:`_field_holds`)."""
     import pyarrow as pa
 
     if have == new or pa.types.is_null(new):
@@ -85,32 +99,56 @@ def holds(have: pa.DataType, new: pa.DataType) -> bool:
             return _value_bits(new) <= _MANTISSA[have.bit_width]
         return False
     if _is_list(have) and _is_list(new):
-        if pa.types.is_fixed_size_list(have) and have != new:
-            return False  # a fixed size takes no other list
-        return holds(have.value_type, new.value_type)
+        if pa.types.is_fixed_size_list(have) and (
+            not pa.types.is_fixed_size_list(new) or have.list_size != new.list_size
+        ):
+            return False  # a fixed size takes no other size
+        return _field_holds(have.value_field, new.value_field)
     if pa.types.is_struct(have) and pa.types.is_struct(new):
         names = [have.field(i).name for i in range(have.num_fields)]
         if names != [new.field(i).name for i in range(new.num_fields)]:
             return False
-        return all(holds(have.field(i).type, new.field(i).type) for i in range(have.num_fields))
+        return all(_field_holds(have.field(i), new.field(i)) for i in range(have.num_fields))
     return False
+
+
+def _common_field(a: pa.Field, b: pa.Field) -> pa.Field | None:
+    """The nested field holding both ``a``'s and ``b``'s values: their
+    common type, nullable when either is."""
+    import pyarrow as pa
+
+    t = common_type(a.type, b.type)
+    if t is None:
+        return None
+    return pa.field(a.name, t, nullable=a.nullable or b.nullable, metadata=a.metadata)
 
 
 def common_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     """The narrowest type holding every value of ``a`` and of ``b`` exactly
-    (``None``: none does, e.g. ``int64`` and ``float64``, flat and jagged)."""
+    (``None``: none does, e.g. ``int64`` and ``float64``, flat and jagged).
+    Nested fields (lists' items, records' fields) are nullable where either
+    type's are, so that a batch with nulls in a column's lists widens it
+    whatever the batches' order."""
     import pyarrow as pa
 
     if holds(a, b):
         return a
     if holds(b, a):
         return b
-    if _is_list(a) and _is_list(b) and not pa.types.is_fixed_size_list(a):
-        inner = common_type(a.value_type, b.value_type)
-        if inner is None:
+    if _is_list(a) and _is_list(b):
+        field = _common_field(a.value_field, b.value_field)
+        if field is None:
             return None
-        field = a.value_field.with_type(inner)
-        return pa.large_list(field) if pa.types.is_large_list(a) else pa.list_(field)
+        fixed = [t for t in (a, b) if pa.types.is_fixed_size_list(t)]
+        if len(fixed) == 2:  # sizes differ: refused, as :func:`holds` refuses them
+            return pa.list_(field, a.list_size) if a.list_size == b.list_size else None
+        large = pa.types.is_large_list(a) or pa.types.is_large_list(b)
+        return pa.large_list(field) if large else pa.list_(field)
+    if pa.types.is_struct(a) and pa.types.is_struct(b):
+        if [f.name for f in a] != [f.name for f in b]:
+            return None
+        fields = [_common_field(a.field(i), b.field(i)) for i in range(a.num_fields)]
+        return None if any(f is None for f in fields) else pa.struct(fields)
     if pa.types.is_null(a):
         return b
     candidates = [pa.int16(), pa.int32(), pa.int64(), pa.float32(), pa.float64()]

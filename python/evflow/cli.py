@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,9 +46,10 @@ def _check_written(args: argparse.Namespace) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from ._out_files import write_text
-    from .errors import ConfigurationError
+    from .errors import ConfigurationError, Interrupted
 
     _check_written(args)
+    interrupted = False
     proc = _load_process(args.analysis, args.process)
     src = proc.source
     if src is not None:
@@ -98,18 +100,25 @@ def _run(args: argparse.Namespace) -> int:
     else:
         if args.on_error == "skip-chunk" or args.chunk_size:
             raise ConfigurationError("--on-error skip-chunk and --chunk-size need --processes or --scheduler")
-        result = proc.run(
-            threads=args.threads,
-            events_in_flight=args.events_in_flight,
-            progress=show,
-            executor=args.executor,
-            on_error=on_error,  # type: ignore[arg-type]
-            trace=args.trace is not None,
-            filter_order=args.filter_order,
-            device=args.device,
-            device_split=args.device_split,
-            skip_bad_files=args.skip_bad_files,
-        )
+        try:
+            result = proc.run(
+                threads=args.threads,
+                events_in_flight=args.events_in_flight,
+                progress=show,
+                executor=args.executor,
+                on_error=on_error,  # type: ignore[arg-type]
+                trace=args.trace is not None,
+                filter_order=args.filter_order,
+                device=args.device,
+                device_split=args.device_split,
+                skip_bad_files=args.skip_bad_files,
+            )
+        except Interrupted as stopped:
+            # Ctrl-C: the batches read were finished; what they made is
+            # reported, saved and plotted as after a whole run (the report
+            # says "interrupted"), then the exit status says so.
+            result = stopped.result
+            interrupted = True
     if not args.quiet:
         for f in result.skipped_files:
             print(f"skipped unreadable file {f}")
@@ -127,6 +136,11 @@ def _run(args: argparse.Namespace) -> int:
         if not args.quiet:
             for p in files:
                 print(f"wrote {p}")
+    if interrupted:
+        print(
+            f"evflow: interrupted after {result.events} events; what they made is complete", file=sys.stderr
+        )
+        return 130
     return 0
 
 
@@ -173,7 +187,9 @@ def _count(least: int) -> Any:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="evflow-py", description="Run evflow Python analyses.")
+    # `evflow run x.py` (the core command line) hands over with its own name.
+    prog = os.environ.get("EVFLOW_PROG") or "evflow-py"
+    p = argparse.ArgumentParser(prog=prog, description="Run evflow Python analyses.")
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("run", help="run a Python analysis file")
@@ -258,15 +274,25 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _sigterm_as_interrupt() -> None:
+    """SIGTERM (a batch system's, or ``kill``) stops a run as Ctrl-C does:
+    gracefully first, a second one aborts (as the core ``evflow run``)."""
+    import signal
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    from .errors import EvflowError
+    from .errors import Aborted, EvflowError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["data"]:
         from .data import main as data_main
 
-        return data_main(argv[1:])
+        return data_main(argv[1:], prog=f"{os.environ.get('EVFLOW_PROG') or 'python -m evflow'} data")
     args = parser().parse_args(argv)
+    _sigterm_as_interrupt()
     try:
         return int(args.func(args))
     except EvflowError as e:
@@ -279,6 +305,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif cause is not None:
             print("  (set EVFLOW_TRACEBACK=1 for the Python traceback of the cause)", file=sys.stderr)
         return 1
+    except Aborted:
+        print("evflow: aborted by a second interrupt; the run's outputs were removed", file=sys.stderr)
+        return 134
     except KeyboardInterrupt:
         print("evflow: interrupted", file=sys.stderr)
         return 130

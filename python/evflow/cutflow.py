@@ -116,12 +116,16 @@ class CutFlow:
         return len(self.paths)
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain data, by path: counts, weighted sums (``weighted``: whether
+        the run was weighted), order and filters."""
         return {
             name: {
                 "events": p.events,
                 "passed": p.passed,
                 "weighted_events": p.weighted_events,
                 "weighted_passed": p.weighted_passed,
+                # Said explicitly: weights may sum to the event count.
+                "weighted": self.weighted,
                 "reorderable": p.reorderable,
                 "order": p.order,
                 "policy": p.policy,
@@ -170,7 +174,11 @@ class CutFlow:
             )
             for name, p in data.items()
         ]
-        weighted = any(p.weighted_events != p.events for p in paths)
+        said = [bool(p["weighted"]) for p in data.values() if "weighted" in p]
+        # Saved before the flag was: weighted where the sums differ from the
+        # counts (a weighted run whose weights sum to the counts reads as
+        # unweighted).
+        weighted = any(said) if said else any(p.weighted_events != p.events for p in paths)
         return cls(paths, weighted)
 
     def table(self) -> str:

@@ -161,7 +161,7 @@ def resample(
                         writer = pq.ParquetWriter(tmp, table.schema, compression=compression)
                     writer.write_table(table, row_group_size=chunk)
                     if verbose:
-                        print(f"\r{start + len(idx)}/{events} events", end="", file=sys.stderr)
+                        _progress(start + len(idx), events)
             finally:
                 if writer is not None:
                     writer.close()
@@ -181,21 +181,31 @@ def resample(
                     else:
                         out_tree.extend(part)
                     if verbose:
-                        print(f"\r{start + len(idx)}/{events} events", end="", file=sys.stderr)
+                        _progress(start + len(idx), events)
         os.replace(tmp, out)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
     if verbose:
-        print(f"\nwrote {events} events to {out} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        if sys.stderr.isatty():
+            print(file=sys.stderr)
+        print(f"wrote {events} events to {out} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _progress(done: int, events: int) -> None:
+    """One line rewritten in place on a terminal, a line per chunk in a log."""
+    if sys.stderr.isatty():
+        print(f"\r{done}/{events} events", end="", file=sys.stderr, flush=True)
+    else:
+        print(f"{done}/{events} events", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m evflow.data") -> int:
     from .errors import EvflowError
 
-    p = argparse.ArgumentParser(prog="python -m evflow.data", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("resample", help="draw N events (with replacement) from a small ROOT file")
     r.add_argument("input", help="input ROOT file")

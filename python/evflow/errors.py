@@ -32,6 +32,12 @@ class Interrupted(KeyboardInterrupt):
         self.result = result
 
 
+class Aborted(KeyboardInterrupt):
+    """A second interrupt aborted :meth:`Process.run`: the batches in flight
+    were cancelled and every output of the run was removed (nothing is
+    left under a final or a temporary name)."""
+
+
 class ConfigurationError(EvflowError, ValueError):
     """The process description is inconsistent (found before any event runs)."""
 

@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ._skim_types import common_schema, copy_cast, holds, to_arrow, type_text
+from ._skim_types import common_schema, common_type, copy_cast, holds, to_arrow, type_text
 from .errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -41,6 +41,26 @@ def is_skim_directory(path: str) -> bool:
     except OSError:
         return False
     return all(PART.match(n) or n == MANIFEST or _MANIFEST_PARTIAL.match(n) for n in names)
+
+
+def is_parquet_file(path: str) -> bool:
+    """Whether ``path`` is a regular file with Parquet's magic bytes at both
+    ends (``PAR1``; ``PARE`` closes a file with an encrypted footer): an
+    earlier skim, which a run may replace."""
+    import stat
+
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
+        with open(path, "rb") as f:
+            head = f.read(4)
+            f.seek(0, os.SEEK_END)
+            if f.tell() < 12:  # magic, footer length, magic
+                return False
+            f.seek(-4, os.SEEK_END)
+            return head == b"PAR1" and f.read(4) in (b"PAR1", b"PARE")
+    except OSError:
+        return False
 
 
 class SkimContents(NamedTuple):
@@ -207,7 +227,12 @@ class ParquetOutput:
         is refused, naming the column, both types and the batch."""
         if table.schema == schema:
             return table
-        for field in schema:
+        # A column no type holds with the batch's is named first: a column that
+        # only the widening still pending would fit reads alike in the message.
+        fields = sorted(
+            schema, key=lambda f: common_type(f.type, table.schema.field(f.name).type) is not None
+        )
+        for field in fields:
             new = table.schema.field(field.name).type
             if not holds(field.type, new):
                 have = f"{type_text(field.type)} {since}"
@@ -241,6 +266,11 @@ class ParquetOutput:
             self._writer.close()
             self._writer = None
         assert self._tmp is not None
+        if os.path.exists(self.path) and not os.path.isdir(self.path) and not is_parquet_file(self.path):
+            raise ConfigurationError(
+                f"skim '{self.path}' became a file that is not a Parquet file during the job: "
+                "it is left as it is"
+            )
         if os.path.isdir(self.path):
             # A distributed run's skim of the same path (checked when the
             # job started): this run's file replaces it, as it would a file.

@@ -4,6 +4,7 @@ complete-looking truncated output."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -381,7 +382,9 @@ proc.output(ef.output.parquet({str(skim)!r}, columns=["M"]), select="p")
     return script
 
 
-def _interrupt(script: Path, tmp_path: Path, signals: int) -> tuple[int, str]:
+def _interrupt(
+    script: Path, tmp_path: Path, signals: int, *extra: str, sig: int = signal.SIGINT
+) -> tuple[int, str]:
     """Runs the script with the command line; once its output is open (the job
     is running) sends SIGINT, and once the run said it is finishing the
     batches in flight, sends SIGINT again (``signals`` = 2)."""
@@ -389,7 +392,7 @@ def _interrupt(script: Path, tmp_path: Path, signals: int) -> tuple[int, str]:
     import threading
 
     p = subprocess.Popen(
-        [sys.executable, "-m", "evflow", "run", str(script), "-j", "2", "-q"],
+        [sys.executable, "-m", "evflow", "run", str(script), "-j", "2", "-q", *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -405,12 +408,14 @@ def _interrupt(script: Path, tmp_path: Path, signals: int) -> tuple[int, str]:
     deadline = time.time() + 30
     while time.time() < deadline and not [x for x in os.listdir(tmp_path) if "evflow-partial" in x]:
         time.sleep(0.05)
-    p.send_signal(signal.SIGINT)
+    p.send_signal(sig)
     err = []
     while signals > 1:
         line = lines.get(timeout=30)
         err.append(line)
         if "finishing the batches in flight" in line:
+            # Later than 0.2 s: sooner is the same request delivered twice.
+            time.sleep(0.3)
             p.send_signal(signal.SIGINT)
             signals -= 1
     p.wait(timeout=60)
@@ -424,12 +429,36 @@ def test_interrupt_closes_outputs_complete(zmumu_file: Path, tmp_path: Path) -> 
     import pyarrow.parquet as pq
 
     skim = tmp_path / "skim.parquet"
-    code, err = _interrupt(_slow_script(tmp_path, zmumu_file, skim, 0.2), tmp_path, 1)
+    report, saved = tmp_path / "report.json", tmp_path / "saved"
+    script = _slow_script(tmp_path, zmumu_file, skim, 0.2)
+    code, err = _interrupt(script, tmp_path, 1, "--report", str(report), "--save", str(saved))
     assert code == 130, err
     assert "interrupted" in err
     # Closed under its final name, complete for the batches done.
     rows = pq.read_table(skim).num_rows
     assert 0 < rows < 2304
+    assert not [x for x in os.listdir(tmp_path) if "evflow-partial" in x]
+    # The report and the saved result are written as after a whole run,
+    # the report saying it was interrupted (as the core CLI's does).
+    written = json.loads(report.read_text())
+    assert written["interrupted"] is True
+    loaded = ef.Result.load(saved)
+    assert loaded.report["interrupted"] is True and 0 < loaded.events < 2304
+
+
+def test_sigterm_stops_the_command_line_gracefully(zmumu_file: Path, tmp_path: Path) -> None:
+    """SIGTERM (a batch system's, ``kill``) stops as Ctrl-C does: the skim
+    is complete for the batches done and the report says interrupted (it
+    used to kill the runner, leaving a partial skim file and no report)."""
+    import pyarrow.parquet as pq
+
+    skim = tmp_path / "skim.parquet"
+    report = tmp_path / "report.json"
+    script = _slow_script(tmp_path, zmumu_file, skim, 0.2)
+    code, err = _interrupt(script, tmp_path, 1, "--report", str(report), sig=signal.SIGTERM)
+    assert code == 130, err
+    assert 0 < pq.read_table(skim).num_rows < 2304
+    assert json.loads(report.read_text())["interrupted"] is True
     assert not [x for x in os.listdir(tmp_path) if "evflow-partial" in x]
 
 
@@ -437,8 +466,8 @@ def test_second_interrupt_aborts_and_leaves_no_output(zmumu_file: Path, tmp_path
     skim = tmp_path / "skim.parquet"
     # Batches take 3 s: the second interrupt comes long before they finish.
     code, err = _interrupt(_slow_script(tmp_path, zmumu_file, skim, 3.0), tmp_path, 2)
-    assert code == 130, err
-    assert "interrupted" in err
+    assert code == 134, err
+    assert "aborted by a second interrupt" in err
     assert not skim.exists()
     assert not [x for x in os.listdir(tmp_path) if "evflow-partial" in x]
 

@@ -148,6 +148,17 @@ def test_cli_errors(tmp_path: Path) -> None:
         [sys.executable, "-m", "evflow", "run", str(tmp_path / "nope.py")], capture_output=True, text=True
     )
     assert out.returncode == 1 and "does not exist" in out.stderr
+    # The file's own errors at import name the file (and line), no traceback.
+    for text, expected in [
+        ("import evflow\n  x = 1\n", "line 2: IndentationError"),
+        ("import evflow\nundefined_name\n", "failed while loading: NameError"),
+    ]:
+        bad.write_text(text)
+        out = subprocess.run(
+            [sys.executable, "-m", "evflow", "run", str(bad)], capture_output=True, text=True
+        )
+        assert out.returncode == 1 and expected in out.stderr and str(bad) in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr, out.stderr
     out = subprocess.run(
         [sys.executable, "-m", "evflow", "plot", str(tmp_path / "not-saved")], capture_output=True, text=True
     )

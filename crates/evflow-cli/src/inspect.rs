@@ -34,8 +34,13 @@ pub fn report(args: &ReportArgs) -> Result<(), String> {
         && inner.get("modules").is_some()
     {
         println!(
-            "simulation on {} cores ({:.3} s simulated):",
+            "simulation on {} {} ({:.3} s simulated):",
             num(&doc, "cores"),
+            if doc.get("cores").and_then(Value::as_u64) == Some(1) {
+                "core"
+            } else {
+                "cores"
+            },
             num(&doc, "simulated_s")
         );
         doc = inner;
@@ -117,7 +122,7 @@ fn report_devices(devices: Value, path: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn read_json(path: &Path) -> Result<Value, String> {
+pub(crate) fn read_json(path: &Path) -> Result<Value, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     serde_json::from_str(&text).map_err(|e| format!("{}: invalid JSON: {e}", path.display()))
@@ -133,11 +138,16 @@ fn text<'a>(v: &'a Value, key: &str) -> &'a str {
 
 fn report_report(doc: &Value, top: usize) {
     println!(
-        "{} events in {:.3} s: {:.1} events/s ({} threads, {} events in flight, executor {})",
+        "{} events in {:.3} s: {:.1} events/s ({} {}, {} events in flight, executor {})",
         num(doc, "events"),
         num(doc, "wall_s"),
         num(doc, "throughput_ev_s"),
         num(doc, "threads"),
+        if doc.get("threads").and_then(Value::as_u64) == Some(1) {
+            "thread"
+        } else {
+            "threads"
+        },
         num(doc, "events_in_flight"),
         text(doc, "executor"),
     );
@@ -257,6 +267,16 @@ fn report_report(doc: &Value, top: usize) {
     if failed > top {
         println!("... {} more failed events", failed - top);
     }
+}
+
+/// (module label, duration in µs) of every module slice of a trace, for
+/// `evflow simulate --times-from`.
+pub(crate) fn module_durations(doc: &Value, path: &Path) -> Result<Vec<(String, f64)>, String> {
+    Ok(slices(doc, path)?
+        .into_iter()
+        .filter(|s| s.category == "module")
+        .map(|s| (s.name, s.dur_us))
+        .collect())
 }
 
 /// One slice of a Chrome trace written by evflow.
@@ -460,82 +480,4 @@ fn print_profile(profile: &[(f64, u32)]) {
         (t1 - t0) / 1e3,
         width = COLUMNS - 1
     );
-}
-
-/// Measured module times, from a report or a trace.
-#[derive(Debug, Default)]
-pub struct ModuleTimes {
-    /// Mean running time per host call, seconds, by label.
-    pub times: HashMap<String, f64>,
-    /// Device modules the report names that made no host call: their
-    /// device-side calls (unpacking results) say nothing of the host cost.
-    pub device_only: Vec<String>,
-    /// From a trace, which does not tell a device module's host calls from
-    /// its device calls.
-    pub from_trace: bool,
-    /// The launches of device modules as the report measured them, by label.
-    pub device_launches: HashMap<String, evflow_device::LaunchModel>,
-}
-
-/// Mean running time per call of every module, from a report or a trace.
-/// A device module's time is its host time per host call (the report's
-/// `devices` section): the mean over all its calls mixes in the device
-/// side's unpacking, far cheaper than the host work.
-pub fn mean_module_times(path: &Path) -> Result<ModuleTimes, String> {
-    let doc = read_json(path)?;
-    let mut out = ModuleTimes::default();
-    let times = &mut out.times;
-    if doc.get("traceEvents").is_some() {
-        out.from_trace = true;
-        let mut sums: HashMap<String, (f64, u64)> = HashMap::new();
-        for s in slices(&doc, path)?
-            .into_iter()
-            .filter(|s| s.category == "module")
-        {
-            let e = sums.entry(s.name).or_default();
-            e.0 += s.dur_us * 1e-6;
-            e.1 += 1;
-        }
-        times.extend(sums.into_iter().map(|(k, (sum, n))| (k, sum / n as f64)));
-    } else if let Some(modules) = doc.get("modules").and_then(Value::as_array) {
-        for m in modules {
-            let calls = num(m, "calls");
-            if calls > 0.0 {
-                times.insert(text(m, "label").to_string(), num(m, "run_s") / calls);
-            }
-        }
-        for d in doc
-            .get("devices")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let label = text(d, "label").to_string();
-            if let Some(model) = d.get("launch_model").filter(|m| !m.is_null()) {
-                let model = serde_json::from_value(model.clone()).map_err(|e| {
-                    format!(
-                        "{}: devices: module '{label}': launch_model: {e}",
-                        path.display()
-                    )
-                })?;
-                out.device_launches.insert(label.clone(), model);
-            }
-            let calls = num(d, "host_calls");
-            if calls > 0.0 {
-                times.insert(label, num(d, "host_s") / calls);
-            } else {
-                times.remove(&label);
-                out.device_only.push(label);
-            }
-        }
-    } else if doc.get("simulated_s").is_some() {
-        return Err(format!(
-            "{}: a simulation's report (evflow simulate --report): measured times come from a \
-             report or trace of a real run (evflow run --report / --trace)",
-            path.display()
-        ));
-    } else {
-        return Err(format!("{}: neither a report nor a trace", path.display()));
-    }
-    Ok(out)
 }

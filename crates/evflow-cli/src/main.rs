@@ -9,6 +9,7 @@ mod signals;
 mod simulate;
 mod summary;
 mod system;
+mod times_from;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -80,11 +81,30 @@ impl FilterOrderArg {
     ) -> evflow_core::ordering::OrderingOptions {
         use evflow_core::ordering::Policy;
         if let Some(order) = order {
-            options.default = match order {
+            let policy = match order {
                 FilterOrderArg::Fixed => Policy::Fixed,
                 FilterOrderArg::Adaptive => Policy::Adaptive,
                 FilterOrderArg::Hepframe => Policy::HepFrame,
             };
+            // The command line decides for every path: a per-path key
+            // silently winning made `--filter-order fixed` a no-op on the
+            // paths a user most wanted to compare.
+            let mut overridden: Vec<&String> = options
+                .per_path
+                .iter()
+                .filter(|(_, p)| **p != policy)
+                .map(|(name, _)| name)
+                .collect();
+            if !overridden.is_empty() {
+                overridden.sort();
+                let names: Vec<&str> = overridden.iter().map(|s| s.as_str()).collect();
+                eprintln!(
+                    "evflow: note: --filter-order overrides the filter_order of path(s) {}",
+                    names.join(", ")
+                );
+            }
+            options.default = policy;
+            options.per_path.clear();
         }
         options
     }
@@ -144,6 +164,8 @@ fn never_run(process: &evflow_core::Process) -> Vec<String> {
 #[derive(clap::Args, Debug)]
 pub struct WorkloadArgs {
     /// The process configuration (.toml, or a CMS task-queue .config/.json).
+    /// `evflow run ANALYSIS.py` runs a Python analysis instead, with the
+    /// Python runner's options (`evflow run ANALYSIS.py --help` lists them).
     pub config: PathBuf,
     /// Number of events (cycles through recorded per-event times when larger).
     #[arg(long, short = 'n')]
@@ -154,7 +176,8 @@ pub struct WorkloadArgs {
     /// Override how synthetic modules spend their time.
     #[arg(long, value_enum)]
     pub work: Option<WorkArg>,
-    /// Order of the filters of reorderable paths (default: the configuration's, else adaptive).
+    /// Order of the filters of every reorderable path, over the configuration's
+    /// `filter_order` keys (default: the configuration's, else adaptive).
     #[arg(long, value_enum)]
     pub filter_order: Option<FilterOrderArg>,
     /// Regroup the events into luminosity blocks of this many events (to measure boundaries).

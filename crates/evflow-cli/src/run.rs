@@ -133,9 +133,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
 /// `evflow run analysis.py ...`: a Python analysis runs in the Python
 /// package's own runner (`python -m evflow run`), with the same options.
 pub(crate) fn run_python_analysis() -> Result<(), String> {
-    // The Python runner handles Ctrl-C itself (the whole process group gets
-    // it); this process outlives the first signal and waits for its status.
-    signals::stop_on_signals()?;
+    // The Python runner stops gracefully itself; signals sent to this
+    // process alone (`kill PID`, a batch system's SIGTERM) are passed on.
+    let forwarding = signals::forward_signals()?;
     let python = std::env::var_os("EVFLOW_PYTHON")
         .map(std::path::PathBuf::from)
         .or_else(|| {
@@ -168,11 +168,17 @@ pub(crate) fn run_python_analysis() -> Result<(), String> {
         ));
     }
     let forwarded: Vec<std::ffi::OsString> = std::env::args_os().skip(2).collect();
-    let status = std::process::Command::new(&python)
+    let mut child = std::process::Command::new(&python)
         .args(["-m", "evflow", "run"])
         .args(&forwarded)
-        .status()
+        // Its usage and errors name the command the user typed.
+        .env("EVFLOW_PROG", "evflow")
+        .spawn()
         .map_err(|e| format!("cannot start {}: {e}", python.display()))?;
+    forwarding.to(child.id())?;
+    let status = child
+        .wait()
+        .map_err(|e| format!("waiting for {}: {e}", python.display()))?;
     match status.code() {
         Some(0) => Ok(()),
         Some(code) => std::process::exit(code),

@@ -55,3 +55,45 @@ pub fn stop_on_signals() -> Result<StopHandle, String> {
         .map_err(|e| format!("cannot start the signal thread: {e}"))?;
     Ok(stop)
 }
+
+/// Signals this process receives while a child runs the job (`evflow run
+/// analysis.py` hands the file to the Python runner).
+#[derive(Debug)]
+pub struct Forwarding {
+    signals: Signals,
+}
+
+/// Starts catching SIGINT and SIGTERM before the child starts (a signal in
+/// between is held, not lost, and cannot end this process and orphan the
+/// child); [`Forwarding::to`] then passes each on.
+pub fn forward_signals() -> Result<Forwarding, String> {
+    Signals::new([SIGINT, SIGTERM])
+        .map(|signals| Forwarding { signals })
+        .map_err(|e| format!("cannot install the handlers of SIGINT and SIGTERM: {e}"))
+}
+
+impl Forwarding {
+    /// Passes every signal on to process `child`, which decides what it
+    /// means (a first stops gracefully, a later one aborts; the same
+    /// request delivered twice within [`DUPLICATE_WINDOW`], as a
+    /// terminal's Ctrl-C that reaches the child itself and through this
+    /// process, counts once there). This process never exits on a signal:
+    /// it waits for the child's status, so nothing runs on unsupervised.
+    pub fn to(mut self, child: u32) -> Result<(), String> {
+        let pid =
+            libc::pid_t::try_from(child).map_err(|_| format!("process id {child} out of range"))?;
+        std::thread::Builder::new()
+            .name("evflow-forward-signals".into())
+            .spawn(move || {
+                for signal in self.signals.forever() {
+                    // SAFETY: kill(2) only sends a signal; `pid` is the
+                    // child this process started and waits for (it is not
+                    // reaped, so its id is not reused, until the wait
+                    // returns and this process exits right after).
+                    unsafe { libc::kill(pid, signal) };
+                }
+            })
+            .map_err(|e| format!("cannot start the signal thread: {e}"))?;
+        Ok(())
+    }
+}

@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 
 use crate::WorkloadArgs;
-use crate::inspect::ModuleTimes;
 use crate::output_files::write_json;
 
 #[derive(clap::Args, Debug)]
@@ -21,7 +20,8 @@ pub struct SimulateArgs {
     pub overhead_ns: f64,
     /// Take module times (mean per call) from a report or trace of a real run instead of the
     /// configuration. Measured times are used as they are (`--time-scale` applies only to the
-    /// configuration's times of modules the report does not name).
+    /// configuration's times of modules the report does not name); a module with per-event
+    /// times keeps their variation, scaled to the measured mean.
     #[arg(long)]
     pub times_from: Option<PathBuf>,
 }
@@ -68,58 +68,16 @@ pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
     let mut device_launches = std::collections::HashMap::new();
     let mut measured = std::collections::HashSet::new();
     if let Some(path) = &args.times_from {
-        let mut times = crate::inspect::mean_module_times(path)?;
-        measured.extend(times.times.keys().cloned());
-        if times.from_trace {
-            // A trace does not tell a device module's host calls from its
-            // device calls: those keep the configuration's times.
-            for model in loaded.devices.iter().flat_map(|d| d.models()) {
-                if times.times.remove(&model.label).is_some() {
-                    times.device_only.push(model.label);
-                }
-            }
-        }
-        let matched = apply_times(&mut loaded.process, &times);
-        // The device's launches as the run measured them, for the modules
-        // of this configuration that have a device implementation.
-        let models: Vec<String> = loaded
-            .devices
-            .iter()
-            .flat_map(|d| d.models())
-            .map(|m| m.label)
-            .collect();
-        device_launches = times
-            .device_launches
-            .into_iter()
-            .filter(|(label, _)| models.contains(label))
-            .collect();
-        if matched.matched == 0 && device_launches.is_empty() {
-            return Err(format!(
-                "--times-from {}: none of the {} modules of {} has a measured time there \
-                 (a report or trace of another configuration?)",
-                path.display(),
-                matched.total,
-                workload.config.display()
-            ));
-        }
-        if !workload.quiet {
-            println!("{}", matched.describe(path));
-        }
-        if !workload.quiet && !device_launches.is_empty() {
-            let mut labels: Vec<&str> = device_launches.keys().map(String::as_str).collect();
-            labels.sort_unstable();
-            println!(
-                "device launches of {} from {}: the simulated device follows the run's",
-                labels.join(", "),
-                path.display()
-            );
-        }
+        let applied =
+            crate::times_from::apply(path, &mut loaded, &workload.config, workload.quiet)?;
+        measured = applied.measured;
+        device_launches = applied.device_launches;
     }
     for (label, note) in &loaded.simulation_notes {
         // A measured time stands for what the run did, failures aside.
         let timed = measured.contains(label) && !note.contains("fail_on_events");
         if !timed {
-            eprintln!("evflow: warning: {note}");
+            eprintln!("evflow: warning: {}: {note}", workload.config.display());
         }
     }
     // As `evflow run`: the configuration's suggestions when the options
@@ -162,88 +120,6 @@ pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// How many modules of the configuration took their time from a report.
-#[derive(Debug, PartialEq)]
-struct Matched {
-    matched: usize,
-    total: usize,
-    /// Labels of the configuration without a measured time (first few).
-    missing: Vec<String>,
-    /// Device modules without a measured host time (they ran only on the
-    /// device, or the times come from a trace).
-    device_only: Vec<String>,
-    from_trace: bool,
-}
-
-impl Matched {
-    fn describe(&self, path: &std::path::Path) -> String {
-        let mut line = format!(
-            "module times from {}: {} of {} modules matched",
-            path.display(),
-            self.matched,
-            self.total
-        );
-        if !self.device_only.is_empty() {
-            line += &format!(
-                "; {} {}, so {} the configuration's time{}",
-                self.device_only.join(", "),
-                if self.from_trace {
-                    "ran on a device and a trace does not tell its host calls from its device calls"
-                } else {
-                    "ran only on the device there (no host time measured)"
-                },
-                if self.device_only.len() == 1 {
-                    "it keeps"
-                } else {
-                    "they keep"
-                },
-                if self.device_only.len() == 1 { "" } else { "s" },
-            );
-        }
-        if !self.missing.is_empty() {
-            let shown = self.missing.iter().take(5).cloned().collect::<Vec<_>>();
-            let more = self.missing.len() - shown.len();
-            line += &format!(
-                "; the others keep the configuration's times: {}{}",
-                shown.join(", "),
-                if more > 0 {
-                    format!(" and {more} more")
-                } else {
-                    String::new()
-                }
-            );
-        }
-        line
-    }
-}
-
-/// Replaces the cost of every module the report names by its measured mean
-/// time per (host) call. The measurement already ran at whatever time scale
-/// the measured run used, so it is not scaled again.
-fn apply_times(process: &mut evflow_core::Process, times: &ModuleTimes) -> Matched {
-    let mut matched = Matched {
-        matched: 0,
-        total: 0,
-        missing: Vec::new(),
-        device_only: Vec::new(),
-        from_trace: times.from_trace,
-    };
-    for m in process.modules_mut() {
-        matched.total += 1;
-        match times.times.get(m.label()) {
-            Some(&seconds) => {
-                matched.matched += 1;
-                m.set_cost_model(std::sync::Arc::new(move |_| seconds));
-            }
-            None if times.device_only.iter().any(|l| l == m.label()) => {
-                matched.device_only.push(m.label().to_string());
-            }
-            None => matched.missing.push(m.label().to_string()),
-        }
-    }
-    matched
-}
-
 /// An upper bound on throughput, 12 characters wide; none when nothing limits it.
 fn bound(events_s: f64) -> String {
     if events_s.is_finite() {
@@ -268,14 +144,23 @@ fn print(sim: &evflow_sim::Simulation) {
     } else {
         "unbounded events/s (the events take no simulated time)".to_string()
     };
+    // "0x real time" said nothing of a job that takes no simulated time.
+    let speed = sim.simulated_s / sim.simulation_wall_s.max(1e-9);
+    let speed = if speed >= 1.0 {
+        format!("{speed:.0}x real time")
+    } else if speed > 0.0 {
+        format!("{:.0}x slower than real time", 1.0 / speed)
+    } else {
+        "no simulated time".to_string()
+    };
     println!(
-        "predicted: {rate} on {} cores with {} events in flight ({} events, {:.3} s simulated in {:.3} s: {:.0}x real time)",
+        "predicted: {rate} on {} {} with {} events in flight ({} events, {:.3} s simulated in {:.3} s: {speed})",
         sim.cores,
+        if sim.cores == 1 { "core" } else { "cores" },
         r.events_in_flight,
         r.events,
         sim.simulated_s,
         sim.simulation_wall_s,
-        sim.simulated_s / sim.simulation_wall_s.max(1e-9),
     );
     println!("core utilisation: {:.1}%", 100.0 * sim.core_utilisation);
     println!("bounds (events/s):");

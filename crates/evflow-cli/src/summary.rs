@@ -16,11 +16,16 @@ pub fn print(report: &Report) {
 fn write_summary(out: &mut impl Write, report: &Report) -> std::io::Result<()> {
     writeln!(
         out,
-        "{} events in {:.3} s: {:.1} events/s, {} threads, {} events in flight (peak {}), cpu {:.2} s, peak RSS {:.1} MB",
+        "{} events in {:.3} s: {:.1} events/s, {} {}, {} events in flight (peak {}), cpu {:.2} s, peak RSS {:.1} MB",
         report.events,
         report.wall_s,
         report.throughput_ev_s,
         report.threads,
+        if report.threads == 1 {
+            "thread"
+        } else {
+            "threads"
+        },
         report.events_in_flight,
         report.peak_events_in_flight,
         report.cpu_s,

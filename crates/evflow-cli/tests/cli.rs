@@ -648,3 +648,60 @@ fn a_job_whose_every_event_failed_fails() {
     let out = evflow(&["run", &some, "-q", "--on-error", "skip-event"]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// `--filter-order` decides for every reorderable path, also one whose
+/// configuration names its own `filter_order` (which silently won before),
+/// and says which paths it overrode.
+#[test]
+fn the_command_lines_filter_order_overrides_a_paths_own() {
+    let dir = scratch("order-override");
+    let config = write(
+        &dir,
+        "cuts.toml",
+        r#"
+[process]
+events = 2000
+
+[[module]]
+label = "loose"
+type = "filter"
+time = 2e-5
+pass_fraction = 0.9
+
+[[module]]
+label = "tight"
+type = "filter"
+pass_fraction = 0.2
+
+[[path]]
+name = "p"
+modules = ["loose", "tight"]
+reorderable = true
+filter_order = "adaptive"
+"#,
+    );
+    let changes = |args: &[&str]| {
+        let report = dir.join("r.json");
+        let mut all = vec!["run", config.as_str(), "-q", "-j", "2", "--report"];
+        all.push(report.to_str().unwrap());
+        all.extend_from_slice(args);
+        let out = evflow(&all);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        // Orders in use other than the written one.
+        let written = serde_json::json!(["loose", "tight"]);
+        let n = json["orderings"]
+            .as_array()
+            .map_or(0, |a| a.iter().filter(|o| o["order"] != written).count());
+        (n, stderr(&out))
+    };
+    let (adaptive, _) = changes(&[]);
+    assert!(adaptive > 0, "the path's own adaptive order reorders");
+    let (fixed, err) = changes(&["--filter-order", "fixed"]);
+    assert_eq!(fixed, 0, "--filter-order fixed must keep the written order");
+    assert!(
+        err.contains("--filter-order overrides the filter_order of path(s) p"),
+        "{err}"
+    );
+}

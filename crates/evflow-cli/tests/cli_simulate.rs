@@ -2,9 +2,11 @@
 //! from a report, and what it refuses.
 
 mod common;
+// `--times-from`: measured module times.
+#[path = "cli_simulate/times_from.rs"]
+mod times_from;
 
 use common::*;
-use std::path::Path;
 
 #[test]
 fn simulate_predicts_and_reports_bounds() {
@@ -153,171 +155,6 @@ fn simulate_defaults_to_the_configurations_threads_and_events_in_flight() {
     );
 }
 
-const THREE_STEPS: &str = r#"
-[process]
-name = "three"
-events = 100
-
-[[module]]
-label = "a"
-type = "producer"
-time = 5.0
-
-[[module]]
-label = "b"
-type = "producer"
-consumes = ["a"]
-time = 5.0
-
-[[module]]
-label = "sel"
-type = "filter"
-consumes = ["b"]
-time = 5.0
-
-[[path]]
-name = "p"
-modules = ["sel"]
-"#;
-
-/// A report as `evflow run` writes it, with a measured time per call for
-/// the given (label, seconds).
-fn measured_report(dir: &Path, name: &str, modules: &[(&str, f64)]) -> String {
-    let modules: Vec<serde_json::Value> = modules
-        .iter()
-        .map(|(label, s)| serde_json::json!({"label": label, "calls": 10, "run_s": 10.0 * s}))
-        .collect();
-    write(
-        dir,
-        name,
-        &serde_json::json!({ "modules": modules }).to_string(),
-    )
-}
-
-fn simulated_throughput(args: &[&str], report: &Path) -> (f64, String) {
-    let mut all = args.to_vec();
-    all.extend(["--report", report.to_str().unwrap()]);
-    let out = evflow(&all);
-    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
-    let doc = read_json(report);
-    (
-        doc["report"]["throughput_ev_s"].as_f64().unwrap(),
-        stdout(&out),
-    )
-}
-
-/// `simulate CONFIG` on one core with one event in flight and no overhead
-/// per module execution, then `extra`.
-fn one_core<'a>(config: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec![
-        "simulate",
-        config,
-        "--cores",
-        "1",
-        "-k",
-        "1",
-        "--overhead-ns",
-        "0",
-    ];
-    args.extend_from_slice(extra);
-    args
-}
-
-#[test]
-fn simulate_times_from_report_are_not_scaled_again() {
-    let dir = scratch("times-from");
-    let config = write(&dir, "three.toml", THREE_STEPS);
-    // Measured at time scale 0.001: 5 ms per module, 15 ms per event.
-    let measured = measured_report(
-        &dir,
-        "m.json",
-        &[("a", 0.005), ("b", 0.005), ("sel", 0.005)],
-    );
-    let sim = dir.join("sim.json");
-    for scale in ["1", "0.001"] {
-        let args = one_core(&config, &["--time-scale", scale, "--times-from", &measured]);
-        let (rate, text) = simulated_throughput(&args, &sim);
-        assert!(
-            (rate - 1.0 / 0.015).abs() < 0.01 * rate,
-            "--time-scale {scale}: {rate} events/s, expected 66.7 (15 ms per event)\n{text}"
-        );
-        assert!(text.contains("3 of 3 modules matched"), "{text}");
-    }
-    // The scale still applies to the configuration's own times.
-    let (rate, _) = simulated_throughput(&one_core(&config, &["--time-scale", "0.001"]), &sim);
-    assert!((rate - 1.0 / 0.015).abs() < 0.01 * rate, "{rate}");
-}
-
-#[test]
-fn simulate_times_from_takes_a_device_modules_host_time_per_host_call() {
-    let dir = scratch("times-device");
-    let config = write(&dir, "three.toml", THREE_STEPS);
-    let sim = dir.join("sim.json");
-    // `b` ran as a device module: its mean over all calls (1 ms) mixes 2
-    // host calls of 5 ms with 8 cheap device-side calls; its host cost is
-    // the 5 ms per host call of the `devices` section.
-    let report = |name: &str, host_calls: u64| {
-        let doc = serde_json::json!({
-            "modules": [
-                {"label": "a", "calls": 10, "run_s": 0.05},
-                {"label": "b", "calls": 10, "run_s": 0.01},
-                {"label": "sel", "calls": 10, "run_s": 0.05},
-            ],
-            "devices": [
-                {"label": "b", "host_calls": host_calls, "host_s": host_calls as f64 * 0.005,
-                 "device_calls": 10 - host_calls},
-            ],
-        });
-        write(&dir, name, &doc.to_string())
-    };
-    let partly = report("partly.json", 2);
-    let (rate, text) = simulated_throughput(&one_core(&config, &["--times-from", &partly]), &sim);
-    assert!(text.contains("3 of 3 modules matched"), "{text}");
-    assert!((rate - 1.0 / 0.015).abs() < 0.01 * rate, "{rate}: {text}");
-    // Only on the device: no host time was measured; `b` keeps the
-    // configuration's (5 s × 0.002 = 10 ms), and the summary says why.
-    let only = report("only.json", 0);
-    let (rate, text) = simulated_throughput(
-        &one_core(&config, &["--time-scale", "0.002", "--times-from", &only]),
-        &sim,
-    );
-    assert!(
-        text.contains("2 of 3 modules matched")
-            && text.contains("b ran only on the device there")
-            && text.contains("keeps the configuration's time"),
-        "{text}"
-    );
-    assert!((rate - 1.0 / 0.020).abs() < 0.01 * rate, "{rate}: {text}");
-}
-
-#[test]
-fn simulate_times_from_says_what_matched_and_fails_when_nothing_did() {
-    let dir = scratch("times-match");
-    let config = write(&dir, "three.toml", THREE_STEPS);
-    let sim = dir.join("sim.json");
-    // Only "sel" is measured (1 ms); a and b keep 5 s × 0.001.
-    let partial = measured_report(&dir, "p.json", &[("sel", 0.001), ("other", 1.0)]);
-    let (rate, text) = simulated_throughput(
-        &one_core(
-            &config,
-            &["--time-scale", "0.001", "--times-from", &partial],
-        ),
-        &sim,
-    );
-    assert!(text.contains("1 of 3 modules matched"), "{text}");
-    assert!(text.contains("a, b"), "names the unmatched modules: {text}");
-    assert!((rate - 1.0 / 0.011).abs() < 0.01 * rate, "{rate}");
-
-    let foreign = measured_report(&dir, "f.json", &[("x", 0.001), ("y", 0.001)]);
-    let out = evflow(&["simulate", &config, "--times-from", &foreign]);
-    assert!(!out.status.success());
-    let err = stderr(&out);
-    assert!(
-        err.contains("none of the 3 modules") && err.contains("f.json"),
-        "{err}"
-    );
-}
-
 #[test]
 fn simulate_with_an_emulated_device_reports_the_device_modules() {
     // As `evflow run`: one line per device module and a `devices` section.
@@ -445,7 +282,10 @@ modules = ["use"]
     assert!(out.status.success(), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(
-        err.contains("module 'raw' fails on 2 configured event(s) (fail_on_events)"),
+        err.contains(&format!(
+            "evflow: warning: {config}: module 'raw' fails on 2 configured event(s) \
+             (fail_on_events)"
+        )),
         "{err}"
     );
     assert!(
@@ -479,7 +319,12 @@ modules = ["use"]
     assert!(out.status.success(), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(!err.contains("real kernel"), "{err}");
-    assert!(err.contains("module 'raw' fails on 2"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "evflow: warning: {config}: module 'raw' fails on 2"
+        )),
+        "{err}"
+    );
 }
 
 /// Inputs `simulate` cannot use are named for what they are: a Python

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::RecvTimeoutError;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use evflow_core::{
     Concurrency, ErrorPolicy, ExecutorKind, JobError, ModuleDesc, PathDesc, Process, RunError,
@@ -26,6 +26,10 @@ use evflow_core::{Graph, PlannerFactory};
 
 /// Name of the end path holding the Python analyzers and outputs.
 const END_PATH: &str = "evflow.end";
+
+/// Interrupts this soon after the first are the same request delivered
+/// twice; a later one aborts (the core command line's rule).
+const SAME_REQUEST: Duration = Duration::from_millis(200);
 
 struct ModuleSpec {
     kind: String,
@@ -380,6 +384,7 @@ impl Job {
         let rx = std::sync::Mutex::new(rx);
         let interval = Duration::from_secs_f64(interval_s.clamp(0.01, 10.0));
         let mut interrupted: Option<PyErr> = None;
+        let mut first_interrupt: Option<Instant> = None;
         let mut progress_error: Option<PyErr> = None;
         let result = loop {
             match py.detach(|| {
@@ -394,14 +399,19 @@ impl Job {
                         if interrupted.is_none() {
                             stop.request();
                             interrupted = Some(e);
+                            first_interrupt = Some(Instant::now());
                             eprintln!(
                                 "evflow: interrupted: finishing the batches in flight \
                                  (interrupt again to abort)"
                             );
-                        } else {
+                        } else if first_interrupt.is_some_and(|t| t.elapsed() >= SAME_REQUEST) {
                             shared.cancel.store(true, Ordering::SeqCst);
                             aborted = true;
                         }
+                        // Sooner: the same request delivered twice (a
+                        // terminal's Ctrl-C reaches the process group, and
+                        // `evflow run x.py` forwards it too), as the core
+                        // command line takes it.
                     }
                     if let Some(cb) = &progress
                         && progress_error.is_none()

@@ -95,14 +95,32 @@ impl Producer for PyProducer {
     fn produce(&self, ev: &Event<'_>) -> ModuleResult {
         let batch = self.call.batch(ev)?;
         self.call.with_python(batch, |py| {
-            let live = batch.live(py, self.needs_all)?;
-            let inputs = self.call.inputs(py, ev)?;
-            let sel_arg = live.as_ref().map(|s| s.clone_ref(py));
-            let out = self
-                .call
-                .runner
-                .bind(py)
-                .call1((batch.data.bind(py), sel_arg, inputs))?;
+            let mut live = batch.live(py, self.needs_all)?;
+            let run = |sel: Option<&Py<PyAny>>| -> Result<Bound<'_, PyAny>, Failure> {
+                let inputs = self.call.inputs(py, ev)?;
+                let sel_arg = sel.map(|s| s.clone_ref(py));
+                Ok(self
+                    .call
+                    .runner
+                    .bind(py)
+                    .call1((batch.data.bind(py), sel_arg, inputs))?)
+            };
+            let out = match run(live.as_ref()) {
+                Ok(out) => out,
+                // On a sampled batch the subsample's events are added, also
+                // those a guard (`after=`) of the product's filter rejected,
+                // on which the producer may fail (`Jet_pt[:, 1]` where
+                // `nJet < 2`). Those events are no path's: the product is
+                // computed on the paths' events alone, and the subsample's
+                // decisions that need it stay undecided.
+                Err(Failure::Python(_))
+                    if live.is_some() && batch.probe_events(py, None)?.is_some() =>
+                {
+                    live = batch.union(py, None)?;
+                    run(live.as_ref())?
+                }
+                Err(e) => return Err(e),
+            };
             put_products(
                 py,
                 ev,

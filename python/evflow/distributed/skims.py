@@ -111,4 +111,33 @@ def _widen_parts(path: str, parts: list[dict[str, Any]], schema: bytes) -> None:
         have = pq.read_schema(part).remove_metadata()
         target = pa.schema([have.field(f.name).with_type(final.field(f.name).type) for f in have])
         if target != have and not any(pa.types.is_null(f.type) for f in target):
-            widen_file(part, target, os.path.join(path, f".{p['file']}.evflow-partial-{os.getpid()}-w"))
+            tmp = os.path.join(path, f".{p['file']}.evflow-partial-{os.getpid()}-w")
+            try:
+                widen_file(part, target, tmp)
+            except (
+                ValueError,
+                TypeError,
+                NotImplementedError,
+            ) as e:  # pyarrow's ArrowInvalid is a ValueError
+                raise ConfigurationError(
+                    f"skim '{_skim_name(path)}': the part of chunk {p.get('chunk')} ({p['file']}) cannot be "
+                    f"rewritten with the skim's column types ({_changed(have, target)}): {e}"
+                ) from e
+
+
+def _skim_name(directory: str) -> str:
+    """The skim's path as given for the directory its parts are written in
+    (the directory itself, or the file it replaces, :func:`skim_dir`)."""
+    d, name = os.path.split(directory)
+    if name.startswith(".") and ".evflow-partial-dir-" in name:
+        return os.path.join(d, name[1:].rsplit(".evflow-partial-dir-", 1)[0])
+    return directory
+
+
+def _changed(have: Any, target: Any) -> str:
+    """The columns whose types differ between two schemas (nullability shown)."""
+    return ", ".join(
+        f"column '{f.name}' {f.type} as {target.field(f.name).type}"
+        for f in have
+        if f.type != target.field(f.name).type
+    )

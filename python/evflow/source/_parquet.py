@@ -60,6 +60,42 @@ def _expand_directories(files: list[str]) -> tuple[list[str], Any]:
     return out, schema
 
 
+def _from_arrow(column: Any) -> Any:
+    """An Arrow column as an awkward array with an option type only at the
+    levels that hold a missing value: Parquet marks its columns nullable,
+    and pyarrow reads them with validity bitmaps even without a null, so
+    that a flat numeric column would reach the modules as ``?float64``
+    rather than the numpy array the native reader gives."""
+    import awkward as ak
+
+    return ak.Array(_without_unused_options(ak.to_layout(ak.from_arrow(column))))
+
+
+def _without_unused_options(layout: Any) -> Any:
+    """``layout`` with its option nodes that mark no element missing
+    replaced by their contents (kept, with their contents so cleaned,
+    where one does)."""
+    import awkward as ak
+    import numpy as np
+
+    c = ak.contents
+    if isinstance(layout, c.UnmaskedArray):
+        return _without_unused_options(layout.content)
+    if isinstance(layout, c.BitMaskedArray | c.ByteMaskedArray):
+        if np.asarray(layout.mask_as_bool(valid_when=True)).all():
+            return _without_unused_options(layout.content[: layout.length])
+        return layout.copy(content=_without_unused_options(layout.content))
+    if isinstance(layout, c.IndexedOptionArray):
+        if (np.asarray(layout.index) >= 0).all():
+            return _without_unused_options(layout.project())
+        return layout.copy(content=_without_unused_options(layout.content))
+    if isinstance(layout, c.ListOffsetArray | c.ListArray | c.RegularArray):
+        return layout.copy(content=_without_unused_options(layout.content))
+    if isinstance(layout, c.RecordArray):
+        return layout.copy(contents=[_without_unused_options(x) for x in layout.contents])
+    return layout
+
+
 class ParquetSource(Source):
     """Batches of Parquet files. ``engine="native"`` (default) decodes with
     evflow's Rust reader, whole row groups on ``read_workers`` threads without
@@ -188,7 +224,6 @@ class ParquetSource(Source):
         return build
 
     def _pyarrow_batches(self, columns: Sequence[str], weight: str | None) -> Iterator[BatchData]:
-        import awkward as ak
         import pyarrow.parquet as pq
 
         from .._runtime import BatchData
@@ -203,7 +238,7 @@ class ParquetSource(Source):
                     if rb.num_rows > left:
                         rb = rb.slice(0, left)
                     left -= rb.num_rows
-                arrays = {c: ak.from_arrow(rb.column(c)) for c in columns}
+                arrays = {c: _from_arrow(rb.column(c)) for c in columns}
                 n = rb.num_rows
                 yield BatchData(arrays, n, file=path, entry_start=start, entry_stop=start + n, weight=weight)
                 start += n
@@ -220,6 +255,8 @@ class ParquetSource(Source):
         else:
             path, schema = "a skim without rows", self._empty_schema
         empty = schema.empty_table().select(list(columns))
+        # The declared types as they are (nullable included): with no row,
+        # no level is known to hold no null.
         arrays = {c: ak.from_arrow(empty.column(c)) for c in columns}
         return BatchData(
             arrays, 0, file=path, where=f"file '{path}', no row (the columns' types)", weight=weight

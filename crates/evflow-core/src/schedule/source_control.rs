@@ -137,7 +137,7 @@ impl SourceControl {
             && self.stop.as_ref().is_some_and(StopHandle::is_requested)
         {
             self.interrupted = !self.exhausted;
-            self.halt();
+            self.halt(true);
         }
         if self.finished || self.reading || self.in_transition {
             return;
@@ -204,15 +204,23 @@ impl SourceControl {
 
     /// Stop reading (job abort): events in flight still end normally.
     pub fn stop(&mut self, out: &mut Vec<SourceStep>) {
-        self.halt();
+        self.halt(false);
         self.poll(out);
     }
 
     /// No read starts any more; an event read but waiting for its block to
-    /// begin is dropped (it never started).
-    fn halt(&mut self) {
+    /// begin is dropped (it never started) — except, on a `graceful` stop,
+    /// one whose block's begin is already handed out: that block would
+    /// otherwise begin and end without its event (the event starts when
+    /// the transitions are done, as a read under way at a graceful stop
+    /// does when its block is open).
+    fn halt(&mut self, graceful: bool) {
         self.stopped = true;
-        if let Some((slot, _)) = self.held.take() {
+        if let Some((slot, id)) = self.held {
+            if graceful && self.is_last_block(id) {
+                return;
+            }
+            self.held = None;
             self.free_slots.push(slot);
         }
     }
@@ -414,6 +422,54 @@ mod tests {
             assert_eq!(sc.interrupted(), interrupted, "{read:?}");
             assert_eq!(out.contains(&Start(1)), read.is_some(), "{out:?}");
         }
+    }
+
+    /// A graceful stop while the begin of a held event's block is under
+    /// way (several blocks open at once): the event starts once the begin
+    /// is done, and its block ends after it. Before, the event was dropped
+    /// and its block began and ended empty.
+    #[test]
+    fn a_graceful_stop_during_a_blocks_begin_still_runs_its_event() {
+        use SourceStep::*;
+        use Transition::*;
+        let mut sc = SourceControl::new(3);
+        sc.set_concurrent_lumis(2);
+        let stop = StopHandle::new();
+        sc.set_stop(stop.clone());
+        let mut out = Vec::new();
+        sc.poll(&mut out);
+        sc.read_done(0, Some(EventId::new(1, 1, 1)), &mut out);
+        out.clear();
+        sc.transitions_done(&mut out);
+        assert_eq!(out, vec![Start(0), Read(1)]);
+        out.clear();
+        sc.read_done(1, Some(EventId::new(1, 2, 2)), &mut out);
+        assert_eq!(out, vec![Transitions(vec![BeginLumi(1, 2)])]);
+        out.clear();
+        // The stop comes while lumi 2 begins (another event's end polls).
+        stop.request();
+        sc.event_done(0, &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        sc.transitions_done(&mut out);
+        assert_eq!(out, vec![Start(1), Transitions(vec![EndLumi(1, 1)])]);
+        out.clear();
+        sc.transitions_done(&mut out);
+        assert!(out.is_empty(), "{out:?}");
+        sc.event_done(1, &mut out);
+        assert_eq!(out, vec![Transitions(vec![EndLumi(1, 2), EndRun(1)])]);
+        assert!(sc.interrupted());
+        // An abort (not graceful) still drops such an event.
+        let mut sc = SourceControl::new(3);
+        sc.set_concurrent_lumis(2);
+        let mut out = Vec::new();
+        sc.poll(&mut out);
+        sc.read_done(0, Some(EventId::new(1, 1, 1)), &mut out);
+        sc.transitions_done(&mut out);
+        sc.read_done(1, Some(EventId::new(1, 2, 2)), &mut out);
+        out.clear();
+        sc.stop(&mut out);
+        sc.transitions_done(&mut out);
+        assert!(!out.contains(&Start(1)), "{out:?}");
     }
 
     #[test]
