@@ -315,6 +315,39 @@ fn with_planner(mut options: RunOptions, seed: u64) -> RunOptions {
     options
 }
 
+/// The steps path `p` runs on event `e` (job index `e - 1`), in order, with
+/// their decisions, and whether it accepts the event: the plan's order up
+/// to the first rejection; on an event that evaluates every step, every
+/// step whose predecessors (`after` and data) all ran and passed on the
+/// path (a rejected guard keeps its followers from running).
+fn path_run(spec: &Spec, info: &PlanInfo, p: usize, e: u64) -> (Vec<(usize, bool)>, bool) {
+    let (order, evaluate_all) = plan_of(spec.seed, p, e - 1, info);
+    let mut passed_here = vec![false; info.steps.len()];
+    let mut ran = Vec::new();
+    let mut ok = true;
+    for s in order {
+        let b = info.steps.iter().position(|&x| x == s).unwrap();
+        if evaluate_all
+            && info
+                .precedence
+                .iter()
+                .any(|&(a, later)| later == b && !passed_here[a])
+        {
+            continue;
+        }
+        let pass = spec.passes(s, e);
+        ran.push((s, pass));
+        passed_here[b] = pass;
+        if !pass {
+            ok = false;
+            if !evaluate_all {
+                break;
+            }
+        }
+    }
+    (ran, ok)
+}
+
 fn model(spec: &Spec, infos: &[PlanInfo], e: u64) -> Expected {
     fn request(spec: &Spec, m: usize, requested: &mut Vec<bool>) {
         if !requested[m] {
@@ -327,16 +360,9 @@ fn model(spec: &Spec, infos: &[PlanInfo], e: u64) -> Expected {
     let mut requested = vec![false; spec.mods.len()];
     let mut accepted = Vec::new();
     for (p, info) in infos.iter().enumerate() {
-        let (order, evaluate_all) = plan_of(spec.seed, p, e - 1, info);
-        let mut ok = true;
-        for s in order {
+        let (ran, ok) = path_run(spec, info, p, e);
+        for (s, _) in ran {
             request(spec, s, &mut requested);
-            if !spec.passes(s, e) {
-                ok = false;
-                if !evaluate_all {
-                    break;
-                }
-            }
         }
         accepted.push(ok);
     }
@@ -549,21 +575,33 @@ fn check_invariants(
                 continue;
             }
             for e in by_module[m].iter().filter(|e| e.completes()) {
-                let (order, evaluate_all) = plan_of(spec.seed, p, e.event.event - 1, &infos[p]);
-                let i = order.iter().position(|&s| s == m).unwrap();
+                // The steps the path runs on the event (a step a rejected
+                // guard keeps from running must not run at all).
+                let (ran, _) = path_run(spec, &infos[p], p, e.event.event);
+                let Some(i) = ran.iter().position(|&(s, _)| s == m) else {
+                    return Err(format!(
+                        "step {} of {} ran on {}, which the path does not run it on \
+                         (a step it must follow rejected the event)",
+                        e.label, path.name, e.event
+                    ));
+                };
                 if i == 0 {
                     continue;
                 }
-                match done.get(&(order[i - 1], e.event)) {
+                let (prev_step, prev_passed) = ran[i - 1];
+                let (_, evaluate_all) = plan_of(spec.seed, p, e.event.event - 1, &infos[p]);
+                match done.get(&(prev_step, e.event)) {
                     Some(prev)
-                        if (evaluate_all || prev.passed == Some(true)) && prev.end < e.start => {}
+                        if (evaluate_all || prev_passed)
+                            && prev.passed == Some(prev_passed)
+                            && prev.end < e.start => {}
                     other => {
                         return Err(format!(
                             "step {} of {} ran on {} but its previous step {} gave {:?}",
                             e.label,
                             path.name,
                             e.event,
-                            spec.mods[order[i - 1]].label,
+                            spec.mods[prev_step].label,
                             other.map(|x| (x.passed, x.end, e.start))
                         ));
                     }
@@ -670,15 +708,10 @@ fn check_against_model(
         let mut passed = vec![0u64; steps.len()];
         let mut accepted = 0;
         for e in (1..=spec.events).filter(|e| !failed.contains(e)) {
-            let (order, evaluate_all) = plan_of(spec.seed, p, e - 1, &infos[p]);
-            for s in order {
+            for (s, pass) in path_run(spec, &infos[p], p, e).0 {
                 let i = steps.iter().position(|&x| x == s).unwrap();
                 visited[i] += 1;
-                if spec.passes(s, e) {
-                    passed[i] += 1;
-                } else if !evaluate_all {
-                    break;
-                }
+                passed[i] += u64::from(pass);
             }
             accepted += u64::from(models[e as usize - 1].accepted[p]);
         }

@@ -42,6 +42,9 @@ pub enum Outcome {
     Failed,
 }
 
+/// The steps of one path that must follow others, each with those steps.
+type PathGuards = Vec<(ModuleIdx, Vec<ModuleIdx>)>;
+
 /// `EventState::rejected_at` of a path no step has rejected.
 const NOT_REJECTED: u32 = u32::MAX;
 
@@ -64,6 +67,9 @@ pub struct EventState {
     dispatched: usize,
     failed: bool,
     index: u64,
+    /// Per path: each step that must follow others (`after`, or a product
+    /// it needs), with those steps. See [`Self::guard_rejected`].
+    guards: Arc<[PathGuards]>,
     /// Reused buffer for the coordinator (saves an allocation per module).
     pub(crate) scratch: Vec<ModuleIdx>,
 }
@@ -89,6 +95,25 @@ impl EventState {
             dispatched: 0,
             failed: false,
             index: 0,
+            guards: graph
+                .paths
+                .iter()
+                .map(|path| {
+                    path.steps
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(b, &m)| {
+                            let before: Vec<ModuleIdx> = path
+                                .precedence
+                                .iter()
+                                .filter(|&&(_, later)| later == b)
+                                .map(|&(a, _)| path.steps[a])
+                                .collect();
+                            (!before.is_empty()).then_some((m, before))
+                        })
+                        .collect()
+                })
+                .collect(),
             scratch: Vec::new(),
         }
     }
@@ -263,6 +288,11 @@ impl EventState {
                 continue;
             }
             for &m in group {
+                if plan.evaluate_all && self.guard_rejected(p, m) {
+                    // Not the path's step on this event (another path may
+                    // have run the module).
+                    continue;
+                }
                 if self.status[m] == Status::Done {
                     out.steps.push((m, self.passed[m]));
                     out.counts.push(None);
@@ -296,6 +326,9 @@ impl EventState {
             }
             let mut complete = true;
             for &m in group {
+                if plan.evaluate_all && self.guard_rejected(p, m) {
+                    continue;
+                }
                 match self.status[m] {
                     Status::Done if self.passed[m] => {}
                     Status::Done if plan.evaluate_all => {
@@ -319,6 +352,28 @@ impl EventState {
             }
             self.cursor[p] += 1;
         }
+    }
+
+    /// On an event that evaluates every step of path `p` (sampling):
+    /// whether step `m` must not run for the path because a step it must
+    /// follow did not run and pass on it. A step declared `after` another
+    /// is guarded by it (`nJet >= 2` before `Jet_pt[:, 1] > 30`): no order
+    /// the planner may choose runs it on an event the other rejected, so
+    /// measuring it there tells nothing and may fail. The steps `m` must
+    /// follow are in earlier groups, which the path is past: one not done
+    /// was left out by the path (a rejected guard of its own, or a group
+    /// skipped after a rejection), even if another path runs it now.
+    fn guard_rejected(&self, p: PathIdx, m: ModuleIdx) -> bool {
+        let Some((_, before)) = self.guards[p].iter().find(|(step, _)| *step == m) else {
+            return false;
+        };
+        let plan = &self.plans[p];
+        let group_of = |x: ModuleIdx| plan.groups.iter().position(|g| g.contains(&x));
+        let mine = group_of(m);
+        before.iter().any(|&a| match self.status[a] {
+            Status::Done => !self.passed[a] || self.guard_rejected(p, a),
+            Status::Idle | Status::Waiting | Status::Dispatched => group_of(a) < mine,
+        })
     }
 
     fn decide(
@@ -442,5 +497,61 @@ mod tests {
         st.path_outcome(0, &mut out);
         assert_eq!(out.steps, [(b, false)]);
         assert!(st.is_finished());
+    }
+
+    /// A sampled event (every step evaluated) rejected by `a` does not run
+    /// `b`, declared after it, for the path, and leaves it out of the
+    /// path's outcome even when another path runs `b`; `c`, unguarded, is
+    /// still measured after the rejection.
+    #[test]
+    fn a_sampled_event_never_runs_a_step_whose_guard_rejected_it() {
+        let mut proc = Process::new("guards");
+        proc.set_source(EmptySource::new(1));
+        for label in ["a", "b", "c"] {
+            proc.add(ModuleDesc::filter(label, Pass));
+        }
+        proc.add_path(
+            PathDesc::new("sel", ["a", "b", "c"])
+                .reorderable(true)
+                .after("b", "a"),
+        );
+        proc.add_path(PathDesc::new("other", ["b"]));
+        let g = proc.compile().unwrap();
+        let [a, b, c] = [0, 1, 2].map(|i| g.paths[0].steps[i]);
+        let sampled = |p: PathIdx| {
+            let mut plan = PathPlan::sequence(g.paths[p].steps.iter().copied());
+            plan.evaluate_all = p == 0;
+            Arc::new(plan)
+        };
+        let mut st = EventState::new(&g);
+        let mut ready = Vec::new();
+        st.start(&g, 0, sampled, &mut ready);
+        assert_eq!(ready, [a, b], "the other path requests b at once");
+        ready.clear();
+        st.module_done(&g, a, Outcome::Reject, &mut ready);
+        // `b` is not the path's step any more: the path goes on with `c`.
+        assert_eq!(ready, [c]);
+        ready.clear();
+        st.module_done(&g, b, Outcome::Pass, &mut ready);
+        st.module_done(&g, c, Outcome::Pass, &mut ready);
+        assert_eq!(st.path_status()[0], PathStatus::Rejected);
+        let mut out = PathOutcome::default();
+        st.path_outcome(0, &mut out);
+        assert_eq!(out.steps, [(a, false), (c, true)]);
+        // Without the other path, `b` never runs on the event.
+        let mut st = EventState::new(&g);
+        let only_sel = |p: PathIdx| {
+            if p == 0 {
+                sampled(0)
+            } else {
+                Arc::new(PathPlan::sequence([]))
+            }
+        };
+        ready.clear();
+        st.start(&g, 1, only_sel, &mut ready);
+        assert_eq!(ready, [a]);
+        ready.clear();
+        st.module_done(&g, a, Outcome::Reject, &mut ready);
+        assert_eq!(ready, [c]);
     }
 }
