@@ -151,6 +151,30 @@ class Device:
         return f"<{type(self).__name__} '{self.name}'>"
 
 
+# The command line's bounds: the longest latency 10^6 s (what a clock holds;
+# the longest module time a configuration takes), the smallest rate 10^-6.
+_MAX_MICROS = 1e12
+_MIN_RATE = 1e-6
+
+
+def _check_emulated(latency_us: Any, transfer_latency_us: Any, bandwidth_gbs: Any, speedup: Any) -> None:
+    """Refuses what no device time can be made of (NaN, inf, booleans,
+    negative latencies, rates of zero), naming the argument."""
+    import math
+
+    def number(name: str, v: Any) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError(f"EmulatedDevice: {name} must be a finite number, not {v!r}")
+        return float(v)
+
+    for name, v in [("latency_us", latency_us), ("transfer_latency_us", transfer_latency_us)]:
+        if not 0 <= number(name, v) <= _MAX_MICROS:
+            raise ValueError(f"EmulatedDevice: {name} must be from 0 to {_MAX_MICROS:g} µs, not {v!r}")
+    for name, v in [("bandwidth_gbs", bandwidth_gbs), ("speedup", speedup)]:
+        if number(name, v) < _MIN_RATE:
+            raise ValueError(f"EmulatedDevice: {name} must be at least {_MIN_RATE:g}, not {v!r}")
+
+
 class EmulatedDevice(Device):
     """A device emulated with numpy on its own thread.
 
@@ -172,12 +196,7 @@ class EmulatedDevice(Device):
         speedup: float = 1.0,
     ) -> None:
         super().__init__()
-        if min(latency_us, transfer_latency_us) < 0 or bandwidth_gbs <= 0 or speedup <= 0:
-            raise ValueError(
-                "EmulatedDevice: latencies must be >= 0, bandwidth_gbs and speedup positive "
-                f"(got latency_us={latency_us}, transfer_latency_us={transfer_latency_us}, "
-                f"bandwidth_gbs={bandwidth_gbs}, speedup={speedup})"
-            )
+        _check_emulated(latency_us, transfer_latency_us, bandwidth_gbs, speedup)
         import numpy
 
         self.xp = numpy

@@ -338,3 +338,22 @@ def test_remote_and_device_are_exclusive() -> None:
         )
         def y(ev):
             return ev.MET_pt
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"speedup": float("nan")},
+        {"speedup": 0.0},
+        {"latency_us": float("inf")},
+        {"latency_us": -1.0},
+        {"transfer_latency_us": 1e13},
+        {"latency_us": True},
+        {"bandwidth_gbs": "12"},
+    ],
+)
+def test_emulated_device_refuses_what_gives_no_device_time(bad: dict[str, Any]) -> None:
+    """NaN or inf made NaN device times in the report, or failed every batch
+    with an error blaming the module's code; refused at once, by name."""
+    with pytest.raises(ValueError, match=f"EmulatedDevice: {next(iter(bad))}"):
+        ef.device.EmulatedDevice(**bad)

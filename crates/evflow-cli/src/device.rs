@@ -199,10 +199,9 @@ fn write_summary(out: &mut impl Write, devices: &[DeviceModuleReport]) -> std::i
             d.transfer_in_s + d.transfer_out_s,
             d.kernel_s,
             split,
-            if d.failed_launches > 0 {
-                format!(", {} failed launches", d.failed_launches)
-            } else {
-                String::new()
+            match (d.failed_launches, d.failed_calls) {
+                (0, 0) => String::new(),
+                (launches, calls) => format!(", {calls} failed calls ({launches} failed launches)"),
             },
         )?;
     }

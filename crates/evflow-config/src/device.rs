@@ -104,7 +104,7 @@ pub(crate) fn build(
         spec.check().map_err(|e| format!("device.{e}"))?;
         return compute_device(label, spec, consumes, produces, context)
             .map(|m| m.concurrency(concurrency))
-            .map_err(|e| e.to_string());
+            .map_err(|e| e.unlabelled().to_string());
     }
     if spec.size.is_some() {
         return Err("device.size applies only with device.kernel".into());
@@ -119,5 +119,5 @@ pub(crate) fn build(
     };
     synthetic_device(label, spec, consumes, produces, context)
         .map(|m| m.concurrency(concurrency))
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.unlabelled().to_string())
 }

@@ -39,6 +39,7 @@ use cudarc::driver::{
 
 use crate::device::{
     Device, DeviceBusy, DeviceError, Kernel, Launch, LaunchDone, LaunchOutput, LaunchTimes,
+    call_done, panic_message,
 };
 
 /// Name of the entry point every CUDA kernel source defines.
@@ -300,8 +301,16 @@ impl Worker {
             done,
             submitted,
         } = job;
-        let result = self.steps(device, &launch, &function, submitted, busy);
-        done(result);
+        // A panic (a backend bug) fails this launch only, and a panicking
+        // callback does not stop the stream's worker either.
+        let steps = || self.steps(device, &launch, &function, submitted, busy);
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(steps)).unwrap_or_else(
+            |payload| {
+                let message = format!("panic: {}", panic_message(payload.as_ref()));
+                Err(launch_error(device, launch.kernel.as_ref(), message))
+            },
+        );
+        call_done(done, result);
     }
 
     fn steps(

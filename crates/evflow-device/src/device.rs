@@ -3,6 +3,7 @@
 //! out — and reports each launch's end through a callback. Nobody waits on a
 //! device: the callback resumes the events (the engine's external-work path).
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -175,6 +176,43 @@ pub enum DeviceError {
         needed: usize,
         capacity: usize,
     },
+    /// An error of a device module's device (its kernel's compilation),
+    /// with the module's label.
+    #[error("device module '{module}': {error}")]
+    Module {
+        module: String,
+        error: Box<DeviceError>,
+    },
+}
+
+impl DeviceError {
+    /// The error without the module [`DeviceError::Module`] names: for a
+    /// caller that names the module itself (a configuration file's
+    /// `module 'x':`).
+    pub fn unlabelled(&self) -> &DeviceError {
+        match self {
+            Self::Module { error, .. } => error.unlabelled(),
+            other => other,
+        }
+    }
+}
+
+/// The text of a caught panic (its `&str` or `String` payload).
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(a panic without a message)".into()
+    }
+}
+
+/// Calls a launch's callback on a device thread: a callback that panics
+/// (its panic printed by the hook) does not stop the thread, which goes on
+/// with the device's other launches.
+pub(crate) fn call_done(done: LaunchDone, result: Result<LaunchOutput, DeviceError>) {
+    let _ignored = std::panic::catch_unwind(AssertUnwindSafe(move || done(result)));
 }
 
 /// Time the device's engines were busy, in seconds since it started.

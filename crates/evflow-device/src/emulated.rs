@@ -12,6 +12,7 @@
 //! The engines sleep while "busy", so the host's cores stay free, as they
 //! would with a real device.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -20,6 +21,7 @@ use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 
 use crate::device::{
     Device, DeviceBusy, DeviceError, Kernel, Launch, LaunchDone, LaunchOutput, LaunchTimes,
+    call_done, panic_message,
 };
 
 /// Faults the emulated device can be told to produce (tests of error paths).
@@ -314,18 +316,40 @@ impl Engines {
         Ok(())
     }
 
-    fn copy_out(&self, mut job: Job, free_at: &mut Instant) {
+    fn copy_out(&self, job: &mut Job, free_at: &mut Instant) -> Result<(), DeviceError> {
         let seconds = self.transfer_s(job.launch.bytes_out());
         job.times.transfer_out_s =
-            self.stage(&mut job, free_at, seconds, &self.counters.transfer_out_ns);
+            self.stage(job, free_at, seconds, &self.counters.transfer_out_ns);
         self.counters.launches.fetch_add(1, Ordering::Relaxed);
         job.times.total_s = (job.ready - job.submitted).as_secs_f64();
-        let out = LaunchOutput {
+        Ok(())
+    }
+
+    /// Runs one step of a launch (an engine's stage); a panic in it (the
+    /// kernel's code, or a model's bad figures) fails this launch only,
+    /// like an error, and the engine goes on with the next launches.
+    fn guarded(
+        &self,
+        job: &mut Job,
+        step: impl FnOnce(&Self, &mut Job) -> Result<(), DeviceError>,
+    ) -> Result<(), DeviceError> {
+        catch_unwind(AssertUnwindSafe(|| step(self, job))).unwrap_or_else(|payload| {
+            Err(DeviceError::Launch {
+                device: self.config.name.clone(),
+                kernel: job.launch.kernel.name().into(),
+                message: format!("panic: {}", panic_message(payload.as_ref())),
+            })
+        })
+    }
+
+    /// The launch's last step: its callback, with the results or the error.
+    fn finish(job: Job, result: Result<(), DeviceError>) {
+        let result = result.map(|()| LaunchOutput {
             output: job.output,
             out_offsets: job.launch.out_offsets,
             times: job.times,
-        };
-        (job.done)(Ok(out));
+        });
+        call_done(job.done, result);
     }
 
     /// One stage of a launch on one engine, on the modelled timeline: it
@@ -347,13 +371,13 @@ impl Engines {
     fn copy_in_loop(self, jobs: Receiver<Job>, next: Sender<Job>) {
         let mut free_at = Instant::now();
         for mut job in jobs {
-            match self.copy_in(&mut job, &mut free_at) {
+            match self.guarded(&mut job, |e, job| e.copy_in(job, &mut free_at)) {
                 Ok(()) => {
                     if let Err(e) = next.send(job) {
                         fail_stopped(&self.config.name, e.into_inner());
                     }
                 }
-                Err(e) => (job.done)(Err(e)),
+                Err(e) => Self::finish(job, Err(e)),
             }
         }
     }
@@ -361,21 +385,22 @@ impl Engines {
     fn compute_loop(self, jobs: Receiver<Job>, next: Sender<Job>) {
         let mut free_at = Instant::now();
         for mut job in jobs {
-            match self.compute(&mut job, &mut free_at) {
+            match self.guarded(&mut job, |e, job| e.compute(job, &mut free_at)) {
                 Ok(()) => {
                     if let Err(e) = next.send(job) {
                         fail_stopped(&self.config.name, e.into_inner());
                     }
                 }
-                Err(e) => (job.done)(Err(e)),
+                Err(e) => Self::finish(job, Err(e)),
             }
         }
     }
 
     fn copy_out_loop(self, jobs: Receiver<Job>) {
         let mut free_at = Instant::now();
-        for job in jobs {
-            self.copy_out(job, &mut free_at);
+        for mut job in jobs {
+            let result = self.guarded(&mut job, |e, job| e.copy_out(job, &mut free_at));
+            Self::finish(job, result);
         }
     }
 
@@ -383,13 +408,12 @@ impl Engines {
         // One engine: every stage of a launch before the next launch.
         let mut free_at = Instant::now();
         for mut job in jobs {
-            let steps = self
-                .copy_in(&mut job, &mut free_at)
-                .and_then(|()| self.compute(&mut job, &mut free_at));
-            match steps {
-                Ok(()) => self.copy_out(job, &mut free_at),
-                Err(e) => (job.done)(Err(e)),
-            }
+            let result = self.guarded(&mut job, |e, job| {
+                e.copy_in(job, &mut free_at)?;
+                e.compute(job, &mut free_at)?;
+                e.copy_out(job, &mut free_at)
+            });
+            Self::finish(job, result);
         }
     }
 }
@@ -400,7 +424,7 @@ fn fail_stopped(device: &str, job: Job) {
         kernel: job.launch.kernel.name().into(),
         message: "the device engines stopped".into(),
     };
-    (job.done)(Err(error));
+    call_done(job.done, Err(error));
 }
 
 /// Sleeps until `end` (not at all if it passed).

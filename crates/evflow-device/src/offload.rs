@@ -146,11 +146,21 @@ impl Shared {
             out_offsets,
             work_s,
         };
-        let (bytes_in, bytes_out) = (launch.bytes_in(), launch.bytes_out());
-        let me = self.clone();
+        let mut landing = Landing {
+            shared: self.clone(),
+            device: device.name().to_string(),
+            waiting,
+            bytes_in: launch.bytes_in(),
+            bytes_out: launch.bytes_out(),
+        };
         device.submit(
             launch,
-            Box::new(move |result| me.landed(waiting, bytes_in, bytes_out, result)),
+            Box::new(move |result| {
+                let waiting = std::mem::take(&mut landing.waiting);
+                landing
+                    .shared
+                    .landed(waiting, landing.bytes_in, landing.bytes_out, result);
+            }),
         );
     }
 
@@ -209,17 +219,18 @@ impl Shared {
             }
             Err(error) => {
                 state.stats.failed_launches += 1;
-                let events: Vec<String> = waiting
-                    .iter()
-                    .map(|(_, id, _)| id.event.to_string())
-                    .collect();
+                state.stats.failed_calls += waiting.len() as u64;
+                let mut events: Vec<u64> = waiting.iter().map(|(_, id, _)| id.event).collect();
+                events.sort_unstable();
+                let events: Vec<String> = events.iter().map(u64::to_string).collect();
                 for (index, _, _) in &waiting {
                     state.pending.remove(index);
                 }
                 drop(state);
                 let message = format!(
-                    "{error} (one launch of {} events: {})",
+                    "{error} (one launch of {} event{}: {})",
                     events.len(),
+                    if events.len() == 1 { "" } else { "s" },
                     events.join(", ")
                 );
                 for (_, _, completion) in waiting {
@@ -227,6 +238,35 @@ impl Shared {
                 }
             }
         }
+    }
+}
+
+/// A launch's events until its callback runs. A callback that a device
+/// drops without calling it (a backend's bug, a thread that died) fails
+/// the launch's events when dropped, and counts as a landing: the events
+/// are not lost and the combiner does not wait for the launch forever.
+struct Landing {
+    shared: Arc<Shared>,
+    device: String,
+    /// Emptied when the callback runs.
+    waiting: Vec<(u64, EventId, Completion)>,
+    bytes_in: usize,
+    bytes_out: usize,
+}
+
+impl Drop for Landing {
+    fn drop(&mut self) {
+        let waiting = std::mem::take(&mut self.waiting);
+        if waiting.is_empty() {
+            return;
+        }
+        let error = DeviceError::Launch {
+            device: self.device.clone(),
+            kernel: self.shared.kernel.name().into(),
+            message: "the device dropped the launch without reporting its end".into(),
+        };
+        self.shared
+            .landed(waiting, self.bytes_in, self.bytes_out, Err(error));
     }
 }
 
@@ -308,7 +348,12 @@ pub fn offload(
         });
     }
     if let Some(device) = context.device() {
-        device.prepare(kernel.as_ref())?;
+        device
+            .prepare(kernel.as_ref())
+            .map_err(|error| DeviceError::Module {
+                module: label.to_string(),
+                error: Box::new(error),
+            })?;
     }
     let options = context.options();
     let has_device = context.device().is_some();
@@ -421,7 +466,11 @@ impl Producer for Offload {
         drop(state);
         // Pack outside the lock: it is the module's own code.
         let mut input = Vec::new();
-        self.module.pack(event, &mut input)?;
+        if let Err(e) = self.module.pack(event, &mut input) {
+            // Neither a host nor a device call: counted as failed.
+            lock(&shared.state).stats.failed_calls += 1;
+            return Err(e);
+        }
         let item = Item {
             id,
             index,
@@ -481,10 +530,13 @@ impl Producer for Offload {
                 self.close_window(&mut state);
                 result
             }
-            Some(Pending::Device(None)) | None => Err(ModuleError::msg(format!(
-                "device module '{}': no result for {id} (internal error)",
-                shared.label
-            ))),
+            Some(Pending::Device(None)) | None => {
+                lock(&shared.state).stats.failed_calls += 1;
+                Err(ModuleError::msg(format!(
+                    "device module '{}': no result for {id} (internal error)",
+                    shared.label
+                )))
+            }
         }
     }
 }

@@ -14,6 +14,10 @@ pub struct DeviceModuleStats {
     pub host_calls: u64,
     pub host_s: f64,
     pub device_calls: u64,
+    /// Calls routed to the device that ran neither there nor on the host:
+    /// their pack failed or their launch failed (`host_calls +
+    /// device_calls + failed_calls` is the module's calls).
+    pub failed_calls: u64,
     pub launches: u64,
     pub failed_launches: u64,
     pub bytes_in: u64,
@@ -91,6 +95,7 @@ impl DeviceModuleStats {
             },
             host_calls: self.host_calls,
             device_calls: self.device_calls,
+            failed_calls: self.failed_calls,
             launches: self.launches,
             failed_launches: self.failed_launches,
             events_per_launch: if self.launches == 0 {
@@ -131,6 +136,11 @@ pub struct DeviceModuleReport {
     pub split: String,
     pub host_calls: u64,
     pub device_calls: u64,
+    /// Calls that ran on neither side: routed to the device, their pack or
+    /// their launch failed (`host_calls + device_calls + failed_calls` is
+    /// the module's calls).
+    #[serde(default)]
+    pub failed_calls: u64,
     pub launches: u64,
     pub failed_launches: u64,
     pub events_per_launch: f64,
