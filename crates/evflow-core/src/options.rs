@@ -31,7 +31,10 @@ pub enum ErrorPolicy {
     /// Stop reading, cancel the work of events in flight, fail the job.
     #[default]
     Fail,
-    /// Record the event as failed in the report and go on.
+    /// Record the event as failed in the report and go on. The job
+    /// returns its report even when every event failed: check
+    /// [`Report::failed_events`](crate::Report::failed_events) (the
+    /// `evflow` command line then exits with an error).
     SkipEvent,
 }
 

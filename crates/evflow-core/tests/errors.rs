@@ -937,3 +937,36 @@ fn misuse_is_refused_before_the_job_by_name() {
     });
     assert_eq!(run_watched(p, threaded(1, 1)).unwrap().events, 4);
 }
+
+/// Each instance closes what it opened: after a failed beginJob the modules
+/// whose beginJob ran get their endJob (and the failing one does not); a
+/// failed endJob does not keep the others from ending.
+#[test]
+fn job_callbacks_close_what_they_opened_when_one_fails() {
+    for (hook, want_ended) in [
+        (Hook::BeginJob, vec!["early"]),
+        (Hook::EndJob, vec!["early", "late"]),
+    ] {
+        let log = Log::new();
+        let p = hooked_process(&log, hook);
+        let (error, _) = failed(run_watched(p, sequential(2)));
+        assert!(
+            matches!(&error, JobError::Transition { module, .. } if module == "hooked"),
+            "{hook:?}: {error:?}"
+        );
+        let per_instance = hooks_per_instance(&log.hooks());
+        let ended: Vec<&str> = per_instance
+            .iter()
+            .filter(|((label, _), hooks)| label != "hooked" && hooks.contains(&Hook::EndJob))
+            .map(|((label, _), _)| label.as_str())
+            .collect();
+        assert_eq!(ended, want_ended, "{hook:?}: {per_instance:?}");
+        if hook == Hook::BeginJob {
+            // "late" (after the failing module) never began.
+            assert!(
+                !per_instance.contains_key(&("late".to_string(), 0)),
+                "{per_instance:?}"
+            );
+        }
+    }
+}

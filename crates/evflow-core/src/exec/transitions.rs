@@ -14,22 +14,42 @@ use crate::schedule::{Task, Transition};
 impl Engine {
     /// Calls a job-level callback on every module instance.
     pub(crate) fn job_transition(&self, begin: bool) -> Result<(), JobError> {
-        for (m, instances) in self.instances.iter().enumerate() {
+        // Each instance closes what it opened: after a failed beginJob the
+        // instances that began end theirs; a failed endJob does not keep
+        // the others from ending. The first failure is the job's error.
+        let mut first = None;
+        let mut begun = Vec::new();
+        'modules: for (m, instances) in self.instances.iter().enumerate() {
             for inst in instances {
                 let t = inst.transitions();
                 let result = catch_unwind(AssertUnwindSafe(|| {
                     if begin { t.begin_job() } else { t.end_job() }
                 }));
-                if let Some(message) = failure_message(result) {
-                    return Err(JobError::Transition {
-                        module: self.graph.modules[m].label.clone(),
-                        transition: if begin { "beginJob" } else { "endJob" }.into(),
-                        message,
-                    });
+                match failure_message(result) {
+                    None if begin => begun.push(inst),
+                    None => {}
+                    Some(message) => {
+                        first.get_or_insert(JobError::Transition {
+                            module: self.graph.modules[m].label.clone(),
+                            transition: if begin { "beginJob" } else { "endJob" }.into(),
+                            message,
+                        });
+                        if begin {
+                            break 'modules;
+                        }
+                    }
                 }
             }
         }
-        Ok(())
+        if first.is_some() {
+            for inst in begun {
+                let t = inst.transitions();
+                // Its own failure here is not the job's error (that is the
+                // beginJob that failed).
+                let _ = catch_unwind(AssertUnwindSafe(|| t.end_job()));
+            }
+        }
+        first.map_or(Ok(()), Err)
     }
 
     /// Runs a list of transitions the coordinator decided together. After a
