@@ -8,7 +8,7 @@
 use std::cmp::Reverse;
 use std::sync::Arc;
 
-use evflow_core::graph::Graph;
+use evflow_core::graph::{Graph, ModuleIdx};
 use evflow_core::schedule::{Coordinator, EventState, Observer, Outcome, PathOutcome, Phase, Task};
 use evflow_core::{
     CostModel, DecisionModel, EventId, ModuleKind, ModuleReport, PathReport, Report, RunError,
@@ -74,9 +74,17 @@ struct Tally {
     steady: std::cell::RefCell<evflow_core::SteadyRate>,
     events: std::cell::Cell<u64>,
     paths: std::cell::RefCell<Vec<PathTally>>,
+    /// When a module of an event was queued for its serial queue, clone or
+    /// exclusive resource (its admission queue time ends when it starts).
+    queued_at: std::cell::RefCell<std::collections::HashMap<(usize, ModuleIdx), f64>>,
 }
 
 impl Observer for Tally {
+    fn queued(&self, slot: usize, module: ModuleIdx) {
+        self.queued_at
+            .borrow_mut()
+            .insert((slot, module), self.now.get());
+    }
     fn end_path_started(&self, _: usize, _: &EventState) {}
     fn event_finished(&self, _: usize, state: &EventState) {
         if state.failed() {
@@ -127,6 +135,7 @@ pub(crate) fn run_on<Q: Queues>(
         now: std::cell::Cell::new(0.0),
         steady: std::cell::RefCell::new(evflow_core::SteadyRate::new(k)),
         events: std::cell::Cell::new(0),
+        queued_at: std::cell::RefCell::new(std::collections::HashMap::new()),
         paths: std::cell::RefCell::new(
             graph
                 .paths
@@ -141,6 +150,12 @@ pub(crate) fn run_on<Q: Queues>(
     let n_modules = graph.modules.len();
     let mut calls = vec![0u64; n_modules];
     let mut module_busy_s = vec![0f64; n_modules];
+    // As the engine reports them: admission queue time, and the wait of
+    // external work between its acquire and produce steps.
+    let mut queue_s = vec![0f64; n_modules];
+    let mut wait_s = vec![0f64; n_modules];
+    let mut acquired_at: std::collections::HashMap<(usize, ModuleIdx), f64> =
+        std::collections::HashMap::new();
     let slot_index = vec![0u64; k];
     let slot_id = vec![EventId::new(0, 0, 0); k];
     let mut event_ids = Vec::new();
@@ -260,6 +275,14 @@ pub(crate) fn run_on<Q: Queues>(
                 machine.modules_running -= 1;
                 if phase != Phase::Produce {
                     calls[module] += 1;
+                    if let Some(t) = tally.queued_at.borrow_mut().remove(&(slot, module)) {
+                        queue_s[module] += (started - t).max(0.0);
+                    }
+                } else if let Some(t) = acquired_at.remove(&(slot, module)) {
+                    wait_s[module] += (started - t).max(0.0);
+                }
+                if phase == Phase::Acquire {
+                    acquired_at.insert((slot, module), now);
                 }
                 if let Some(trace) = &mut machine.trace {
                     trace.push(TraceSlice {
@@ -373,8 +396,8 @@ pub(crate) fn run_on<Q: Queues>(
                 concurrency: node.concurrency.to_string(),
                 calls: calls[m],
                 run_s: module_busy_s[m],
-                wait_s: 0.0,
-                queue_s: 0.0,
+                wait_s: wait_s[m],
+                queue_s: queue_s[m],
                 failures: 0,
             })
             .collect(),
