@@ -79,21 +79,25 @@ def _run(args: argparse.Namespace) -> int:
         # The workers load the analysis file themselves (its modules need
         # not be picklable), from its current contents (the factory pickles
         # with their fingerprint); the chunks come from the source set up here.
-        result = run_distributed(
-            proc,
-            client=args.scheduler,
-            processes=args.processes,
-            threads=args.threads,
-            events_in_flight=args.events_in_flight,
-            progress=show,
-            executor=args.executor,
-            on_error=on_error,
-            filter_order=args.filter_order,
-            chunk_size=args.chunk_size,
-            skip_bad_files=args.skip_bad_files,
-            factory=AnalysisFile(args.analysis, args.process),
-            dashboard=not args.quiet,
-        )
+        try:
+            result = run_distributed(
+                proc,
+                client=args.scheduler,
+                processes=args.processes,
+                threads=args.threads,
+                events_in_flight=args.events_in_flight,
+                progress=show,
+                executor=args.executor,
+                on_error=on_error,
+                filter_order=args.filter_order,
+                chunk_size=args.chunk_size,
+                skip_bad_files=args.skip_bad_files,
+                factory=AnalysisFile(args.analysis, args.process),
+                dashboard=not args.quiet,
+            )
+        except Interrupted as stopped:
+            result = stopped.result
+            interrupted = True
         if not args.quiet:
             for ch in result.skipped_chunks:
                 print(f"skipped chunk {ch['chunk']}: {ch['error']}")

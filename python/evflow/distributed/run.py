@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any
 from .._dist_support import new_directories, pickled, remove_created
 from .._skim_checks import check_skims
 from .._skim_types import schema_of
-from ..errors import ConfigurationError, EvflowError, InputError, JobError, ModuleError, with_product_hint
+from ..errors import Aborted, ConfigurationError, EvflowError, Interrupted, with_product_hint
 from ..output import MANIFEST
 from ..remote import RemoteNotice
 from ..remote._distributed import merge_remote, shared_cluster_remotes
 from ..remote._distributed import notice as remote_notice
+from ._stop import Interrupts, chunk_error, task_exception, task_failure
 from .chunks import (
     Chunk,
     ChunkFeed,
@@ -194,26 +195,6 @@ def _warn_analyzers(proc: Process) -> None:
         )
 
 
-def _task_exception(r: Any) -> Any:
-    """The exception of a failed task as ``as_completed(raise_errors=False)``
-    hands it over (a ``(type, exception, traceback)`` tuple), else ``r``."""
-    if isinstance(r, tuple) and len(r) == 3 and isinstance(r[1], BaseException):
-        return r[1]
-    return r
-
-
-def _task_failure(chunk: Chunk, e: BaseException) -> JobError:
-    """The error of a chunk whose task failed on the cluster (not in the
-    analysis: that returns its error), naming the chunk."""
-    if type(e).__name__ == "KilledWorker":
-        return JobError(
-            f"{chunk.describe()}: the worker process running it died each time it was tried "
-            f"(a crash in native code, the out-of-memory killer or os._exit in a module?): {e}",
-            kind="executor",
-        )
-    return JobError(f"{chunk.describe()} failed on the cluster: {type(e).__name__}: {e}", kind="executor")
-
-
 def _merge_statistics(merged: str | None, new: str | None) -> str | None:
     """What the adaptive planners measured so far (JSON text), with a
     finished chunk's own measurements added: the next chunks start from it."""
@@ -222,28 +203,6 @@ def _merge_statistics(merged: str | None, new: str | None) -> str | None:
     from .. import _evflow
 
     return str(_evflow.merge_ordering_stats([merged, new] if merged else [new]))
-
-
-def _chunk_error(failure: dict[str, Any]) -> EvflowError:
-    where = failure.get("batch_where") or failure["where"]
-    module = failure.get("module") or ""
-    if failure["kind"] == "module":
-        err: EvflowError = ModuleError(
-            f"{failure['message']} [{failure['where']}]",
-            kind="module",
-            module=module,
-            batch=failure.get("batch"),
-        )
-    elif failure["kind"] == "environment":
-        err = JobError(f"{failure['message']} [{failure['where']}]", kind="environment")
-    else:
-        err = InputError(f"{failure['message']} [{where}]")
-    if failure.get("cause"):
-        import pickle
-
-        with contextlib.suppress(Exception):
-            err.__cause__ = pickle.loads(failure["cause"])
-    return err
 
 
 def run(
@@ -375,6 +334,9 @@ def run(
             # the types of branches that differ between files: every part writes them so
             "skim_types": [schema_of(out._declared, out.columns) for out, _sel in proc.outputs],
             "local_remote": run_locally,
+            # Parts are written under staged names of this run, renamed by
+            # finish_skim: a chunk of an interrupted run cannot leave a part.
+            "stage": str(10**15 + int(job, 16)),
         }
         merger = Merger(list(templates), [out.path for out, _sel in proc.outputs])
         show: Callable[[int, int], None] | None = None
@@ -397,10 +359,14 @@ def run(
         # not one round trip per chunk.
         running = as_completed(with_results=True, raise_errors=False)
         futures: dict[Any, Chunk] = {}
+        stop = Interrupts()  # a first Ctrl-C: no more chunks; those handed out finish
 
         def dispatch() -> None:
-            """Keeps IN_FLIGHT chunks per worker thread submitted, in order."""
-            while len(futures) < IN_FLIGHT * feed.workers and (ch := feed.next()) is not None:
+            """Keeps IN_FLIGHT chunks per worker thread submitted, in order
+            (none after a first interrupt)."""
+            while not stop.requested and len(futures) < IN_FLIGHT * feed.workers:
+                if (ch := feed.next()) is None:
+                    return
                 opts = {**options, "seed": published, "statistics": statistics} if published else options
                 fut = c.submit(run_chunk, payload_arg, token, template, ch, opts, pure=False,
                                key=f"evflow-chunk-{job}-{ch.index:05d}", priority=-ch.index)  # fmt: skip
@@ -412,56 +378,70 @@ def run(
         merge_s = 0.0
         polled = time.perf_counter()
         try:
-            dispatch()
-            for fut, r in running:
-                ch = futures.pop(fut)
-                fut.release()
-                r = _task_exception(r)
-                if isinstance(r, ImportError):
-                    raise EvflowError(
-                        f"a Dask worker cannot import what {ch.describe()} needs ({r}); install evflow "
-                        "and the analysis's dependencies in the workers' environment"
-                    ) from r
-                # The chunk failed: in the analysis (it returns the error), or
-                # the task itself (its worker died each time it ran it).
-                lost = isinstance(r, BaseException)
-                failure = _task_failure(ch, r) if lost else _chunk_error(r["error"]) if "error" in r else None
-                if failure is not None:
-                    if on_error != "skip-chunk" and lost:
-                        raise failure from r
-                    if on_error != "skip-chunk":
-                        raise failure  # its __cause__: the module's own exception
-                    skipped_chunks.append(
-                        {
-                            "chunk": ch.index,
-                            "entries": [[p.file, p.start, p.stop] for p in ch.pieces],
-                            "error": str(failure),
-                        }
-                    )
-                    merger.add(ch, None)
-                else:
-                    notice = (r["report"].get("devices") or {}).get("notice")
-                    if notice and not noticed:  # each worker says it; the client says it once
-                        print(notice, file=sys.stderr)
-                        noticed = True
-                    feed.observe(ch.events, float(r["wall_s"]), r.get("overhead_s"))
-                    if feed.left_events and time.perf_counter() - polled > 1.0:
-                        polled = time.perf_counter()  # workers may have come or gone
-                        feed.set_workers(_slots(c) or feed.workers)
-                    if seeding:
-                        for name, order in r["order"].items():
-                            tally.setdefault(name, Counter())[tuple(order)] += r["events"]
-                        published = {name: list(t.most_common(1)[0][0]) for name, t in tally.items()}
-                        statistics = _merge_statistics(statistics, r["raw"].get("ordering_stats"))
-                    dispatch()  # the next chunk before this one is merged
-                    m0 = time.perf_counter()
-                    merger.add(ch, r)
-                    merge_s += time.perf_counter() - m0
-                    done_events += int(r["events"])
+            with stop.catching():
                 dispatch()
-                done_chunks += 1
-                if show is not None:
-                    show(done_chunks, done_events)
+                while True:
+                    try:
+                        for fut, r in running:
+                            ch = futures.pop(fut)
+                            fut.release()
+                            r = task_exception(r)
+                            if isinstance(r, ImportError):
+                                raise EvflowError(
+                                    f"a Dask worker cannot import what {ch.describe()} needs ({r}); install evflow "
+                                    "and the analysis's dependencies in the workers' environment"
+                                ) from r
+                            # The chunk failed: in the analysis (it returns the error), or
+                            # the task itself (its worker died each time it ran it).
+                            lost = isinstance(r, BaseException)
+                            failure = (
+                                task_failure(ch, r)
+                                if lost
+                                else chunk_error(r["error"])
+                                if "error" in r
+                                else None
+                            )
+                            if failure is not None:
+                                if on_error != "skip-chunk" and lost:
+                                    raise failure from r
+                                if on_error != "skip-chunk":
+                                    raise failure  # its __cause__: the module's own exception
+                                skipped_chunks.append(
+                                    {
+                                        "chunk": ch.index,
+                                        "entries": [[p.file, p.start, p.stop] for p in ch.pieces],
+                                        "error": str(failure),
+                                    }
+                                )
+                                merger.add(ch, None)
+                            else:
+                                notice = (r["report"].get("devices") or {}).get("notice")
+                                if notice and not noticed:  # each worker says it; the client says it once
+                                    print(notice, file=sys.stderr)
+                                    noticed = True
+                                feed.observe(ch.events, float(r["wall_s"]), r.get("overhead_s"))
+                                if feed.left_events and time.perf_counter() - polled > 1.0:
+                                    polled = time.perf_counter()  # workers may have come or gone
+                                    feed.set_workers(_slots(c) or feed.workers)
+                                if seeding:
+                                    for name, order in r["order"].items():
+                                        tally.setdefault(name, Counter())[tuple(order)] += r["events"]
+                                    published = {
+                                        name: list(t.most_common(1)[0][0]) for name, t in tally.items()
+                                    }
+                                    statistics = _merge_statistics(statistics, r["raw"].get("ordering_stats"))
+                                dispatch()  # the next chunk before this one is merged
+                                m0 = time.perf_counter()
+                                merger.add(ch, r)
+                                merge_s += time.perf_counter() - m0
+                                done_events += int(r["events"])
+                            dispatch()
+                            done_chunks += 1
+                            if show is not None:
+                                show(done_chunks, done_events)
+                        break
+                    except KeyboardInterrupt as e:  # not through the handler (a callback's)
+                        stop.interrupt(e)  # the first stops the run; a second is raised
         except BaseException as failure:
             if skim_dirs and futures and not isinstance(failure, KeyboardInterrupt):
                 # A cancelled task already running on a worker still finishes
@@ -481,6 +461,11 @@ def run(
                     if d != p:
                         os.rmdir(d)
             remove_created(skim_dirs, created)
+            if isinstance(failure, KeyboardInterrupt) and stop.requested:
+                raise Aborted(
+                    "evflow run aborted by a second interrupt: the chunks running were cancelled and the "
+                    "skims removed"
+                ) from None
             raise
         finally:
             if payload_future is not None:
@@ -495,7 +480,7 @@ def run(
     for i, ((out, _sel), d, p) in enumerate(zip(proc.outputs, skim_dirs, skim_paths, strict=True)):
         schema = merger.skim_schema(i) or input_types(source, list(out.columns), out._declared)
         # Keyed by the path as given, as a single-process run keys them.
-        written[out.path] = finish_skim(d, proc, list(out.columns), merger.skims[i], schema)
+        written[out.path] = finish_skim(d, proc, list(out.columns), merger.skims[i], schema, options["stage"])
         if d != p:  # the single-process skim that was there
             os.remove(p)
             os.replace(d, p)
@@ -512,6 +497,7 @@ def run(
                     remote[label]["notices"].insert(0, remote_notice([label]))
         report["remote"] = remote
     report.update(
+        interrupted=stop.requested,  # the chunks handed out before a first Ctrl-C, finished
         wall_s=wall,
         wall_s_python=wall,
         threads=options["threads"],
@@ -540,7 +526,7 @@ def run(
         report.get("orderings", []),
     )
     histograms = {n: (h if h is not None else templates[n].copy()) for n, h in merger.totals.items()}
-    return Result(
+    result = Result(
         process=proc.name,
         cutflow=cutflow,
         histograms=histograms,
@@ -552,3 +538,6 @@ def run(
         skipped_files=[s["file"] for s in skipped_files],
         skipped_chunks=skipped_chunks,
     )
+    if stop.requested:
+        raise Interrupted(result)
+    return result

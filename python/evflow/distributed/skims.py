@@ -68,9 +68,29 @@ def input_types(source: Any, columns: list[str], declared: dict[str, Any] | None
 
 
 def finish_skim(
-    path: str, proc: Process, columns: list[str], parts: list[dict[str, Any]], schema: bytes | None
+    path: str,
+    proc: Process,
+    columns: list[str],
+    parts: list[dict[str, Any]],
+    schema: bytes | None,
+    stage: str | None = None,
 ) -> int:
+    """Gives the parts of the run ``stage`` (written under their staged
+    names, see :func:`~evflow.distributed.task.staged_name`) their final
+    names, widens them to the skim's types, writes the manifest and removes
+    every other file of a skim's naming: the staged parts of chunks left
+    out (an interrupted run's, one not merged), temporary files of killed
+    tasks, parts of an earlier run. The directory then holds exactly the
+    parts the manifest lists. Returns the skim's rows."""
+    from .task import staged_name
+
     rows = sum(p["rows"] for p in parts)
+    if stage is not None:
+        for p in parts:
+            if p.get("file"):
+                os.replace(
+                    os.path.join(path, staged_name(str(p["file"]), stage)), os.path.join(path, p["file"])
+                )
     if schema is not None:
         _widen_parts(path, parts, schema)
     manifest: dict[str, Any] = {
@@ -87,11 +107,18 @@ def finish_skim(
     with open(tmp, "w") as f:
         json.dump(manifest, f, indent=1)
     os.replace(tmp, os.path.join(path, MANIFEST))
-    for name in os.listdir(path):  # temporary files of killed tasks
-        if name.startswith(".part-") and "evflow-partial" in name:
+    remove_strays(path, {str(p["file"]) for p in parts if p.get("file")})
+    return rows
+
+
+def remove_strays(path: str, keep: set[str]) -> None:
+    """Removes the files of ``path`` named as a skim's parts (final or
+    temporary) but not in ``keep``: what the manifest does not list is no
+    part of the skim, and no reader of the directory may take it for one."""
+    for name in os.listdir(path):
+        if PART.match(name) and name not in keep:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(os.path.join(path, name))
-    return rows
 
 
 def _widen_parts(path: str, parts: list[dict[str, Any]], schema: bytes) -> None:

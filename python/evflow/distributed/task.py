@@ -20,14 +20,15 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from ..errors import EvflowError, JobError, ModuleError
+from ..errors import ConfigurationError, EvflowError, JobError, ModuleError
+from ..output import ParquetOutput
 from .chunks import Chunk, chunk_source
 
 if TYPE_CHECKING:
     from .._process import Process
     from ..source import Source
 
-__all__ = ["part_name", "run_chunk"]
+__all__ = ["part_name", "run_chunk", "staged_name"]
 
 #: The analyses this worker process has built, by job token.
 _BUILT: dict[str, Any] = {}
@@ -38,6 +39,34 @@ def part_name(chunk: int) -> str:
     """The file a chunk writes into a skim's directory (deterministic: a
     retried chunk rewrites its own part)."""
     return f"part-{chunk:05d}.parquet"
+
+
+def staged_name(name: str, stage: str) -> str:
+    """The name under which a chunk of the run ``stage`` (digits) writes the
+    part ``name``: a temporary name (hidden, like every ``evflow-partial``
+    file) that only that run's client renames, once the chunk is merged and
+    the job ends. A chunk of an interrupted run still writing after its
+    client gave up can then never leave a part that a later run (or a
+    reader of the directory) takes for its own."""
+    return f".{name}.evflow-partial-{stage}"
+
+
+class _PartOutput(ParquetOutput):
+    """A chunk's part, written under its run's staged name (``path``), from
+    the temporary file of the final name (``final``), in a skim directory
+    that must exist: a chunk of an aborted run, whose directory was removed,
+    does not create it again."""
+
+    def __init__(self, path: str, final: str, columns: list[str], compression: str) -> None:
+        super().__init__(path, columns, compression)
+        self.final = final
+
+    def _open(self) -> None:
+        d = os.path.dirname(os.path.abspath(self.path))
+        if not os.path.isdir(d):
+            raise ConfigurationError(f"skim directory '{d}' is gone (the run was aborted?)")
+        super()._open()
+        self._tmp = os.path.join(d, f".{self.final}.evflow-partial-{os.getpid()}")
 
 
 #: glibc's largest dynamic mmap threshold on 64-bit systems, and the trim
@@ -135,7 +164,6 @@ def run_chunk(
     ``{"error": ...}`` naming the module, file and entry range."""
     from .._job import run_process
     from .._skim_types import read_declared
-    from ..output import ParquetOutput
 
     t0 = time.perf_counter()
     host = f"{os.uname().nodename}:{os.getpid()}"
@@ -161,8 +189,14 @@ def run_chunk(
     proc.outputs = []
     parts: list[ParquetOutput] = []
     types = options.get("skim_types") or [None] * len(skims)
+    stage = options.get("stage")  # the run's: parts keep a staged name until the client renames them
+    final = part_name(chunk.index)
     for (out, select), directory, declared in zip(base.outputs, skims, types, strict=True):
-        part = ParquetOutput(os.path.join(directory, part_name(chunk.index)), out.columns, out.compression)
+        if stage is None:
+            part = ParquetOutput(os.path.join(directory, final), out.columns, out.compression)
+        else:
+            staged = os.path.join(directory, staged_name(final, stage))
+            part = _PartOutput(staged, final, out.columns, out.compression)
         part._declared = read_declared(declared)  # as every other chunk's part
         proc.outputs.append((part, select))
         parts.append(part)
@@ -208,7 +242,7 @@ def run_chunk(
                 os.remove(part.path)
             written.append((None, 0))
         else:
-            written.append((os.path.basename(part.path), rows))
+            written.append((final, rows))  # its final name: the client renames it
     assert res.raw is not None
     if perms:
         res.raw["records"] = written_steps(res.raw["records"], perms)

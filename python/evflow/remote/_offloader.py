@@ -189,16 +189,60 @@ class Offloader:
                 f"({len(workers)} workers; resources advertised: {', '.join(have) or 'none'})"
             )
             return
-        if self.spec.transport == "actor":
-            for addr in fit:
-                fut = self.client.submit(
-                    Runner, actor=True, workers=[addr], resources=need, allow_other_workers=False, pure=False
-                )
-                # The future keeps the actor alive on its worker.
-                self.actors[addr] = [fut.result(timeout=self.spec.timeout_s), 0, fut]
+        if self.spec.transport == "actor" and not self._place_actors(fit, need):
+            return
         self.available = True
         self.watchdog = threading.Thread(target=self._watch, name=f"evflow-remote-{self.label}", daemon=True)
         self.watchdog.start()
+
+    def _place_actors(self, fit: list[str], need: dict[str, float]) -> bool:
+        """Places one actor on each worker of ``fit`` within ``timeout_s`` in
+        all; an actor not placed in time (its resource busy) or whose
+        placement failed is cancelled (nothing stays behind on the cluster).
+        With none placed the module runs locally with a notice (as a request
+        of the "task" transport that times out), or a required one fails;
+        returns whether any actor was placed."""
+        futures = {
+            addr: self.client.submit(
+                Runner, actor=True, workers=[addr], resources=need, allow_other_workers=False, pure=False
+            )
+            for addr in fit
+        }
+        deadline = time.perf_counter() + self.spec.timeout_s
+        failed: dict[str, str] = {}
+        try:
+            for addr, fut in futures.items():
+                try:
+                    actor = fut.result(timeout=max(0.0, deadline - time.perf_counter()))
+                except Exception as e:
+                    # dask raises its own TimeoutError (not the builtin) on some versions
+                    why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+                    failed[addr] = why
+                    continue
+                # The future keeps the actor alive on its worker.
+                self.actors[addr] = [actor, 0, fut]
+        finally:
+            for addr, fut in futures.items():
+                if addr not in self.actors:
+                    with contextlib.suppress(Exception):
+                        fut.cancel()
+        if not failed:
+            return True
+        why = "; ".join(f"{addr}: {w}" for addr, w in failed.items())
+        if self.actors:
+            self._notice(
+                f"module '{self.label}': no actor placed on {len(failed)} of the {len(fit)} workers with "
+                f"{need} within timeout_s={self.spec.timeout_s} ({why}); its requests go to the others"
+            )
+            return True
+        text = (
+            f"its actor could not be placed on any worker with {need} within timeout_s="
+            f"{self.spec.timeout_s} (the resource busy, or the worker unreachable? {why})"
+        )
+        if self.spec.required:
+            raise RemoteError(f"module '{self.label}' must run remotely (required=True), but {text}")
+        self._notice(f"module '{self.label}' runs locally: {text}")
+        return False
 
     def _client(self) -> Any:
         import distributed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -35,6 +36,9 @@ class Remote:
 
     ``client``: a ``distributed.Client`` or a scheduler address; default:
     the client current when the job starts (``distributed.get_client()``).
+    A client cannot travel to other processes: shipped to the workers of a
+    distributed run, a ``Remote`` holds its scheduler's address instead, and
+    each chunk connects a client of its own there.
 
     ``max_in_flight``: requests outstanding at once; ``combine``: batches
     per request at most; ``timeout_s`` per request; ``retries`` after a
@@ -90,3 +94,37 @@ class Remote:
             raise ConfigurationError(f"Remote(max_payload_bytes={self.max_payload_bytes!r}) must be positive")
         if self.fn is not None and not callable(self.fn):
             raise ConfigurationError(f"Remote(fn={self.fn!r}) is not callable")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled (shipped to the workers of a distributed run) with a
+        ``distributed.Client`` replaced by its scheduler's address."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        values["client"] = _shippable_client(self.client)
+        return (_rebuild, (values,))
+
+    def __copy__(self) -> Remote:
+        return dataclasses.replace(self)  # the same client object, unlike a pickle
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Remote:
+        return dataclasses.replace(self, resources=dict(self.resources))
+
+
+def _shippable_client(client: Any) -> Any:
+    """``client`` as it may travel to another process: an address as it is,
+    a Dask client (or cluster) as its scheduler's address."""
+    if client is None or isinstance(client, str):
+        return client
+    address = getattr(getattr(client, "scheduler", None), "address", None)
+    if address is None:
+        address = getattr(client, "scheduler_address", None)  # a cluster object
+    if not isinstance(address, str) or not address:
+        raise TypeError(
+            f"Remote(client={type(client).__name__}) cannot be sent to other processes and its scheduler "
+            "address is unknown (a closed client?); in a distributed run give Remote the scheduler "
+            "address: client='tcp://host:port'"
+        )
+    return address
+
+
+def _rebuild(values: dict[str, Any]) -> Remote:
+    return Remote(**values)
