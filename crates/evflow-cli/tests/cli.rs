@@ -705,3 +705,69 @@ filter_order = "adaptive"
         "{err}"
     );
 }
+
+/// The cut-flow counts the steps that decided each event: every rejected
+/// event was rejected by exactly one step, also under adaptive ordering,
+/// whose sampled events go on measuring steps after the rejection (those
+/// measurements were counted before: a step was "visited" by more events
+/// than reached it on the path).
+#[test]
+fn the_cut_flow_counts_only_the_steps_that_decided_the_event() {
+    let dir = scratch("decisive");
+    let config = write(
+        &dir,
+        "cuts.toml",
+        r#"
+[process]
+events = 3000
+
+[[module]]
+label = "slow"
+type = "filter"
+time = 2e-5
+pass_fraction = 0.9
+
+[[module]]
+label = "mid"
+type = "filter"
+time = 5e-6
+pass_fraction = 0.7
+
+[[module]]
+label = "tight"
+type = "filter"
+pass_fraction = 0.2
+
+[[path]]
+name = "p"
+modules = ["slow", "mid", "tight"]
+reorderable = true
+"#,
+    );
+    for order in ["fixed", "adaptive"] {
+        let report = dir.join(format!("{order}.json"));
+        let out = evflow(&[
+            "run",
+            &config,
+            "-q",
+            "-j",
+            "2",
+            "--filter-order",
+            order,
+            "--report",
+            report.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        let path = &json["paths"][0];
+        let rejected = path["visited"].as_u64().unwrap() - path["passed"].as_u64().unwrap();
+        let rejections: u64 = path["filters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["visited"].as_u64().unwrap() - f["passed"].as_u64().unwrap())
+            .sum();
+        assert_eq!(rejections, rejected, "{order}: {path}");
+    }
+}

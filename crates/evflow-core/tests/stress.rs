@@ -708,10 +708,15 @@ fn check_against_model(
         let mut passed = vec![0u64; steps.len()];
         let mut accepted = 0;
         for e in (1..=spec.events).filter(|e| !failed.contains(e)) {
+            // The cut-flow: the steps up to the first rejection (a sampled
+            // event's later steps are measurements, not the path's).
             for (s, pass) in path_run(spec, &infos[p], p, e).0 {
                 let i = steps.iter().position(|&x| x == s).unwrap();
                 visited[i] += 1;
                 passed[i] += u64::from(pass);
+                if !pass {
+                    break;
+                }
             }
             accepted += u64::from(models[e as usize - 1].accepted[p]);
         }

@@ -99,7 +99,7 @@ impl Observer for Tally {
             let entry = &mut paths[p];
             entry.visited += 1;
             entry.passed += u64::from(outcome.accepted);
-            for &(m, passed) in &outcome.steps {
+            for &(m, passed) in outcome.decisive_steps() {
                 if let Some(i) = path.position(m) {
                     entry.steps[i].0 += 1;
                     entry.steps[i].1 += u64::from(passed);

@@ -205,7 +205,7 @@ impl Observer for Engine {
             if outcome.accepted {
                 self.path_passed[p].fetch_add(1, Ordering::Relaxed);
             }
-            for &(m, passed) in &outcome.steps {
+            for &(m, passed) in outcome.decisive_steps() {
                 let i = self.step_offset[p] + path.position(m).expect("a path step");
                 self.step_visited[i].fetch_add(1, Ordering::Relaxed);
                 if passed {

@@ -283,7 +283,11 @@ impl EventState {
         let plan = &self.plans[p];
         let reached = (self.cursor[p] as usize + 1).min(plan.groups.len());
         let mut rejected_at = None;
+        out.decided_after = usize::MAX;
         for (g, group) in plan.groups[..reached].iter().enumerate() {
+            if out.decided_after == usize::MAX && rejected_at.is_some_and(|k| k < g) {
+                out.decided_after = out.steps.len();
+            }
             if rejected_at.is_some_and(|k| plan.skips_after_reject(k, g)) {
                 continue;
             }
@@ -302,6 +306,7 @@ impl EventState {
                 }
             }
         }
+        out.decided_after = out.decided_after.min(out.steps.len());
         out.accepted = self.path_status[p] == PathStatus::Accepted;
         out.sampled = plan.evaluate_all;
     }

@@ -62,9 +62,21 @@ pub struct PathOutcome {
     pub counts: Vec<Option<(u64, u64)>>,
     pub accepted: bool,
     pub sampled: bool,
+    /// How many of `steps` the path ran to decide: up to the group of the
+    /// first rejection (all when none rejected). A sampled event's steps
+    /// after it are measurements for the planner, not the path's cut-flow
+    /// (counted there, a step could be visited by more events than the
+    /// step before it passed).
+    pub decided_after: usize,
 }
 
 impl PathOutcome {
+    /// The steps that decided the event on the path, with their decisions:
+    /// the path's cut-flow.
+    pub fn decisive_steps(&self) -> &[(ModuleIdx, bool)] {
+        &self.steps[..self.decided_after.min(self.steps.len())]
+    }
+
     /// (events seen, events passed) by the `i`-th step that ran.
     pub fn step_counts(&self, i: usize) -> (u64, u64) {
         self.counts

@@ -151,6 +151,7 @@ fn the_first_batch_samples_decide_at_once() {
         counts: vec![Some((1000, 1000)), Some((1000, 100))],
         accepted: true,
         sampled: false,
+        ..PathOutcome::default()
     };
     planner.observe(0, 0, &outcome);
     assert_eq!(planner.current_order(0), ["f1", "f0"]);
@@ -276,6 +277,7 @@ fn batch_timings_correct_a_probe_slowed_by_other_processes() {
             counts,
             accepted: true,
             sampled: false,
+            ..PathOutcome::default()
         };
         planner.observe(0, batch, &outcome);
         orders.push(planner.current_order(0) == ["f0", "f1"]);
@@ -405,6 +407,7 @@ fn an_event_sampled_for_a_targeted_rate_is_a_sample_only_if_it_measured_somethin
         counts: vec![None, None],
         accepted: false,
         sampled: true,
+        ..PathOutcome::default()
     };
     planner.observe(0, targeted_only[0], &rejected_then_measured);
     assert_eq!(samples(), before + 1);
@@ -413,6 +416,7 @@ fn an_event_sampled_for_a_targeted_rate_is_a_sample_only_if_it_measured_somethin
         counts: vec![None, None],
         accepted: true,
         sampled: true,
+        ..PathOutcome::default()
     };
     planner.observe(0, targeted_only[1], &accepted);
     assert_eq!(samples(), before + 1);
