@@ -96,3 +96,41 @@ def test_the_first_probe_decides_a_guarded_filter_on_the_guards_events(hzz_file:
     second[two] = ak.to_numpy(arrays.Jet_Px[two][:, 1]) > 20
     assert passed[0] == second.tolist()
     assert seconds[0] and seconds[1]
+
+
+def _probe_sensitive(filter_order: str, on_error: str) -> ef.Result:
+    """A path whose middle cut fails on small inputs only: the sizes the
+    path gives it are whole batches (every event passes the first cut),
+    the adaptive planner's probes give it a subsample."""
+    proc = ef.Process("probe_sensitive")
+    proc.source = ef.source.synthetic(40_000, step_size=5_000)
+
+    @proc.filter(consumes=["MET_pt"])
+    def loose(ev: ef.Events) -> np.ndarray:
+        return ev.MET_pt >= 0
+
+    @proc.filter(consumes=["nMuon"])
+    def flaky(ev: ef.Events) -> np.ndarray:
+        if len(ev.nMuon) <= 1024:
+            raise RuntimeError("fails on small inputs")
+        return ev.nMuon >= 1
+
+    @proc.filter(consumes=["MET_pt"])
+    def tight(ev: ef.Events) -> np.ndarray:
+        return ev.MET_pt > 40
+
+    proc.path("p", [loose, flaky, tight], reorderable=True, after=[("flaky", "loose")])
+    return proc.run(threads=2, filter_order=filter_order, on_error=on_error)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("on_error", ["skip", "fail"])
+def test_a_probe_that_fails_decides_nothing(on_error: str) -> None:
+    """The accepted events never depend on the policy: a cut that fails on
+    the planner's probe (a subsample the path never gives it) leaves that
+    probe undecided instead of failing the batch (adaptive failed 7 of 10
+    batches with on_error="skip", and the job with "fail")."""
+    fixed = _probe_sensitive("fixed", on_error)
+    adaptive = _probe_sensitive("adaptive", on_error)
+    assert not fixed.failed_batches and not adaptive.failed_batches
+    assert adaptive.events == fixed.events == 40_000
+    assert adaptive.cutflow["p"].passed == fixed.cutflow["p"].passed > 0

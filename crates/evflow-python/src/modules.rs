@@ -203,24 +203,32 @@ impl Filter for PyFilter {
                     .and_then(|p| p.get(self.step))
                     .copied()
                     .unwrap_or(0);
+                // A probe that fails decides nothing (every event of the
+                // subsample stays undecided): the batch's own call on the
+                // path's events decided it, and a filter may fail on events
+                // no path gives it (a batch of a size the path never makes).
+                let n: usize = events.bind(py).len()?;
+                let undecided = || (vec![false; n], vec![false; n]);
                 let (known, ok): (Vec<bool>, Vec<bool>) = if preds == 0 {
                     probe
-                        .call1((batch.data.bind(py), events, inputs))?
-                        .extract()?
+                        .call1((batch.data.bind(py), events, inputs))
+                        .and_then(|r| r.extract())
+                        .unwrap_or_else(|_| undecided())
                 } else {
                     // Only where the steps it must follow passed (on the
                     // others it is undecided), as on the path.
-                    let n: usize = events.bind(py).len()?;
                     let at = batch.probe_passed_all(self.path, preds);
-                    let (mut known, mut ok) = (vec![false; n], vec![false; n]);
+                    let (mut known, mut ok) = undecided();
                     if !at.is_empty() {
                         let some = events.bind(py).get_item(at.clone())?;
-                        let (k, o): (Vec<bool>, Vec<bool>) = probe
-                            .call1((batch.data.bind(py), some, inputs))?
-                            .extract()?;
-                        for (j, &i) in at.iter().enumerate() {
-                            known[i] = k[j];
-                            ok[i] = o[j];
+                        let measured: PyResult<(Vec<bool>, Vec<bool>)> = probe
+                            .call1((batch.data.bind(py), some, inputs))
+                            .and_then(|r| r.extract());
+                        if let Ok((k, o)) = measured {
+                            for (j, &i) in at.iter().enumerate() {
+                                known[i] = k[j];
+                                ok[i] = o[j];
+                            }
                         }
                     }
                     (known, ok)
