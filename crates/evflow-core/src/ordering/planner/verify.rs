@@ -152,6 +152,7 @@ impl OrderingPlanner {
             until_samples: samples.max(1) * 2,
         });
         let groups = trial.previous.clone();
+        let previous_stops = trial.previous_stops.clone();
         let cur = read(&d.current).clone();
         st.archive_epoch(Epoch {
             order: cur.order.clone(),
@@ -161,6 +162,14 @@ impl OrderingPlanner {
         st.drift = DriftState::default();
         let current = make_current(&d.steps, groups, &st.rates, st.targets(&d.preds));
         self.install(d, current, n_obs, reason);
+        // The order back in force ran before the trial: its stop counts of
+        // then are its own, and the drift test compares the events to come
+        // with them. Without them a drift during the trial (which a
+        // refuted prediction may well be) became the new reference and was
+        // never seen: the order of before the drift ran to the end.
+        for (i, &count) in previous_stops.iter().enumerate() {
+            d.stops.add(i, count);
+        }
         st.stable = 0;
         st.interval = self.tuning.min_interval.max(1);
         st.next_decision = n_obs + st.interval;
