@@ -12,7 +12,7 @@ import sys
 import time
 import uuid
 import warnings
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -361,17 +361,34 @@ def run(
         futures: dict[Any, Chunk] = {}
         stop = Interrupts()  # a first Ctrl-C: no more chunks; those handed out finish
 
+        # Chunks whose worker died while running or holding them: each runs
+        # again alone, once the others in flight ended. A worker's death
+        # fails every chunk it held, so only a chunk whose worker dies when
+        # it runs alone is the one that kills it (an innocent chunk queued
+        # beside it was skipped, or blamed, before).
+        suspects: deque[Chunk] = deque()
+        alone: set[int] = set()
+
+        def submit(ch: Chunk, key: str) -> None:
+            opts = {**options, "seed": published, "statistics": statistics} if published else options
+            fut = c.submit(run_chunk, payload_arg, token, template, ch, opts, pure=False,
+                           key=key, priority=-ch.index)  # fmt: skip
+            futures[fut] = ch
+            running.add(fut)
+
         def dispatch() -> None:
             """Keeps IN_FLIGHT chunks per worker thread submitted, in order
-            (none after a first interrupt)."""
+            (none after a first interrupt); a suspect alone."""
+            if suspects and not stop.requested:
+                if not futures:
+                    ch = suspects.popleft()
+                    alone.add(ch.index)
+                    submit(ch, f"evflow-chunk-{job}-{ch.index:05d}-alone")
+                return
             while not stop.requested and len(futures) < IN_FLIGHT * feed.workers:
                 if (ch := feed.next()) is None:
                     return
-                opts = {**options, "seed": published, "statistics": statistics} if published else options
-                fut = c.submit(run_chunk, payload_arg, token, template, ch, opts, pure=False,
-                               key=f"evflow-chunk-{job}-{ch.index:05d}", priority=-ch.index)  # fmt: skip
-                futures[fut] = ch
-                running.add(fut)
+                submit(ch, f"evflow-chunk-{job}-{ch.index:05d}")
 
         done_chunks = done_events = 0
         noticed = False
@@ -394,6 +411,10 @@ def run(
                             # The chunk failed: in the analysis (it returns the error), or
                             # the task itself (its worker died each time it ran it).
                             lost = isinstance(r, BaseException)
+                            if lost and type(r).__name__ == "KilledWorker" and ch.index not in alone:
+                                suspects.append(ch)
+                                dispatch()
+                                continue
                             failure = (
                                 task_failure(ch, r)
                                 if lost
