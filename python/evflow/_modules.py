@@ -262,6 +262,8 @@ class Histogram:
         if self._template is not None:
             h = self._template.copy()
             h.reset()
+            if self.label is not None:
+                h.axes[0].label = self.label  # a 1D template (checked when declared)
             return h
         label = self.label or self.name
         if self.edges is not None:

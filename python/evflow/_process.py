@@ -5,6 +5,7 @@ histograms and outputs; :meth:`Process.run` hands it to the job runner
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
@@ -306,7 +307,8 @@ class Process:
         ``hist=`` (several axes: ``column=[x, y]``). ``fill=fn`` computes the
         values from the events instead (declare what it reads in
         ``consumes``). ``weight`` names a weight column; ``True`` uses the
-        process's ``weight``. ``label`` is the axis label (LaTeX allowed).
+        process's ``weight``. ``label`` is the axis label (LaTeX allowed; with
+        a 1D ``hist=`` template it replaces the template axis's label).
         """
         _check_label(name, "histogram")
         if name in self.histograms:
@@ -324,13 +326,21 @@ class Process:
             raise ConfigurationError(f"histogram '{name}': bins= must be a positive integer, not {bins!r}")
         if range is not None:
             try:
+                if isinstance(range, str | bytes):
+                    raise TypeError
                 lo, hi = (float(x) for x in range)
             except (TypeError, ValueError):
                 raise ConfigurationError(
-                    f"histogram '{name}': range= must be (low, high), not {range!r}"
+                    f"histogram '{name}': range= must be (low, high), two numbers, not {range!r}"
                 ) from None
+            if not (math.isfinite(lo) and math.isfinite(hi)):
+                raise ConfigurationError(
+                    f"histogram '{name}': range= must be two finite numbers, not {range!r} "
+                    "(values outside the range go to the underflow/overflow bins)"
+                )
             if not lo < hi:
                 raise ConfigurationError(f"histogram '{name}': range= must have low < high, not {range!r}")
+            range = (lo, hi)
         if edges is not None:
             try:
                 e = [float(x) for x in edges]
@@ -353,6 +363,11 @@ class Process:
             check_weight_storage(name, hist)
         if label is not None and not isinstance(label, str):
             raise ConfigurationError(f"histogram '{name}': label= is a string, not {label!r}")
+        if label is not None and hist is not None and getattr(hist, "ndim", 1) != 1:
+            raise ConfigurationError(
+                f"histogram '{name}': label= labels the axis of a 1D histogram; this hist= template has "
+                f"{hist.ndim} axes: give each axis its label in the template (hist.axis...(label=...))"
+            )
         if fill is not None and not callable(fill):
             raise ConfigurationError(f"histogram '{name}': fill= is a function fn(ev), not {fill!r}")
         if fill is not None and column is not None:

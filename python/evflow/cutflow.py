@@ -71,7 +71,23 @@ class PathCutFlow:
         raise KeyError(f"path '{self.path}' has no filter '{name}'")
 
     def __iter__(self) -> Iterator[CutFlowStep]:
+        """The steps, in written order (as iterating a :class:`CutFlow`
+        gives its paths)."""
         return iter(self.steps)
+
+    def __contains__(self, name: object) -> bool:
+        """``"met_cut" in cutflow["sr"]``: whether the path has a filter of that name."""
+        return any(s.filter == name for s in self.steps)
+
+    def keys(self) -> list[str]:
+        """The filter names, in written order."""
+        return [s.filter for s in self.steps]
+
+    def items(self) -> list[tuple[str, CutFlowStep]]:
+        return [(s.filter, s) for s in self.steps]
+
+    def __len__(self) -> int:
+        return len(self.steps)
 
     def shown(self) -> list[CutFlowStep]:
         """The filters in the order they ran (``order``; the written order
@@ -201,13 +217,18 @@ class CutFlow:
             lines.append(first)
             for s in p.shown():
                 row = (
-                    f"{s.filter:<{width}}  {s.seen:>12}  {s.passed:>12}  {s.efficiency:>8.2%}  "
-                    f"{s.cumulative:>8.2%}"
+                    f"{s.filter:<{width}}  {s.seen:>12}  {s.passed:>12}  {_percent(s.efficiency, s.seen):>8}  "
+                    f"{_percent(s.cumulative, p.events):>8}"
                 )
                 if self.weighted:
-                    row += f"  {s.weighted_seen:>14.6g}  {s.weighted_passed:>14.6g}  {s.weighted_efficiency:>8.2%}"
+                    row += (
+                        f"  {s.weighted_seen:>14.6g}  {s.weighted_passed:>14.6g}  "
+                        f"{_percent(s.weighted_efficiency, s.weighted_seen):>8}"
+                    )
                 lines.append(row)
-            lines.append(f"{'accepted':<{width}}  {'':>12}  {p.passed:>12}  {'':>8}  {p.efficiency:>8.2%}")
+            lines.append(
+                f"{'accepted':<{width}}  {'':>12}  {p.passed:>12}  {'':>8}  {_percent(p.efficiency, p.events):>8}"
+            )
             lines.append("")
         return "\n".join(lines).rstrip() + "\n"
 
@@ -228,9 +249,15 @@ class CutFlow:
             for s in p.shown():
                 rows.append(
                     f"<tr><td>{s.filter}</td><td>{s.seen}</td><td>{s.passed}</td>"
-                    f"<td>{s.efficiency:.2%}</td><td>{s.cumulative:.2%}</td></tr>"
+                    f"<td>{_percent(s.efficiency, s.seen)}</td><td>{_percent(s.cumulative, p.events)}</td></tr>"
                 )
         return "<table>" + "".join(rows) + "</table>"
+
+
+def _percent(efficiency: float, seen: float) -> str:
+    """An efficiency as shown: ``"–"`` where nothing reached the filter (0/0;
+    the numeric value stays 1.0)."""
+    return f"{efficiency:.2%}" if seen else "–"
 
 
 def build(

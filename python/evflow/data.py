@@ -52,55 +52,85 @@ def _read(path: str, tree: str, patterns: Sequence[str] | None) -> dict[str, Any
     src = RootSource(path, tree)
     t = src._open(path)
     names = _select([k for k in t.keys() if not t[k].keys()], patterns)  # noqa: SIM118 (a TTree iterates branches)
-    arrays = t.arrays(names, library="ak", how=dict)
-    return arrays
+    return t.arrays(names, library="ak", how=dict)
 
 
 def _root_groups(arrays: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """Groups jagged branches ``P_x`` with equal counts into records ``P``
-    (uproot then writes ``nP``, ``P_x``, ...). Returns the dict to write and
-    the branches left out (strings and other types ROOT output can't take)."""
+    """Arranges branches for uproot's TTree writer, keeping every name:
+    jagged branches ``P_x`` with equal counts become a record ``P`` (uproot
+    writes ``nP``, ``P_x``, ...; an input ``nP`` of those counts is that
+    counter); other jagged branches (``LHEPdfWeight``, or ``P_y`` of other
+    counts) are written alone, with their own counter ``n{name}``. Returns
+    the dict to write and the branches that cannot be written to ROOT
+    (lists of strings, missing values, unions, deeper nesting; a counter
+    name taken by another branch): :func:`resample` refuses those."""
     import awkward as ak
     import numpy as np
 
     flat: dict[str, Any] = {}
     jagged: dict[str, dict[str, Any]] = {}
+    alone: dict[str, Any] = {}
     skipped: list[str] = []
     for name, a in arrays.items():
         t = str(ak.type(a).content)
-        if "string" in t or "?" in t or "union" in t:
-            skipped.append(name)
-            continue
-        if a.ndim == 1:
-            flat[name] = a
+        if "?" in t or "union" in t or ("string" in t and t != "string"):
+            skipped.append(name)  # a flat string branch is written; lists of strings are not
+        elif a.ndim == 1 or (a.ndim == 2 and a.layout.purelist_isregular):
+            flat[name] = a  # a fixed-size array (float[3]) is written as one
         elif a.ndim == 2 and "_" in name:
             prefix, field = name.split("_", 1)
             jagged.setdefault(prefix, {})[field] = a
+        elif a.ndim == 2:
+            alone[name] = a
         else:
             skipped.append(name)
+
+    def counts_of(a: Any) -> Any:
+        return ak.to_numpy(ak.num(a))
+
+    def is_counter(counter: str, counts: Any) -> bool:
+        """Whether ``counter`` may be written as the counter of ``counts``:
+        no branch has that name, or it is a flat integer branch of those values."""
+        if counter in jagged or counter in alone or counter in out:
+            return False
+        if counter not in flat:
+            return True
+        c = flat[counter]
+        return (
+            c.ndim == 1
+            and str(ak.type(c).content).startswith(("int", "uint"))
+            and np.array_equal(ak.to_numpy(c), counts)
+        )
+
     out: dict[str, Any] = {}
     for prefix, fields in jagged.items():
-        groups: list[dict[str, Any]] = []
+        groups: list[tuple[Any, dict[str, Any]]] = []
         for field, a in fields.items():
-            counts = ak.to_numpy(ak.num(a))
-            for g in groups:
-                if np.array_equal(g["counts"], counts):
-                    g["fields"][field] = a
+            counts = counts_of(a)
+            for g_counts, g_fields in groups:
+                if np.array_equal(g_counts, counts):
+                    g_fields[field] = a
                     break
             else:
-                groups.append({"counts": counts, "fields": {field: a}})
-        for i, g in enumerate(groups):
-            name = prefix if i == 0 else f"{prefix}{i}"
-            counter = f"n{name}"
-            if counter in flat:
-                if not np.array_equal(ak.to_numpy(flat[counter]), g["counts"]):
-                    skipped.append(counter)
-                flat.pop(counter)
-            if len(g["fields"]) == 1 and i > 0:
-                ((field, a),) = g["fields"].items()
-                out[f"{prefix}_{field}"] = a
+                groups.append((counts, {field: a}))
+        # The record takes the group its counter nP counts (NanoAOD's
+        # convention), the first when there is no nP; the others go alone.
+        record = next((i for i, (c, _) in enumerate(groups) if is_counter(f"n{prefix}", c)), None)
+        if prefix in flat or prefix in alone:
+            record = None
+        for i, (_, g_fields) in enumerate(groups):
+            if i == record:
+                out[prefix] = ak.zip(g_fields)
+                flat.pop(f"n{prefix}", None)
             else:
-                out[name] = ak.zip(g["fields"])
+                alone.update({f"{prefix}_{field}": a for field, a in g_fields.items()})
+    for name, a in alone.items():
+        counter = f"n{name}"
+        if not is_counter(counter, counts_of(a)):
+            skipped.append(name)
+            continue
+        out[name] = a
+        flat.pop(counter, None)
     out.update(flat)
     return out, skipped
 
@@ -131,6 +161,7 @@ def resample(
         raise ConfigurationError(
             f"resample: events (--events) and chunk (--chunk) must be positive, not {events} and {chunk}"
         )
+    _check_out(input, out)
     arrays = _read(input, tree, branches)
     n_in = len(next(iter(arrays.values()))) if arrays else 0
     if n_in == 0:
@@ -169,8 +200,14 @@ def resample(
             import uproot
 
             grouped, skipped = _root_groups(arrays)
-            if skipped and verbose:
-                print(f"not written to ROOT (unsupported type): {skipped}", file=sys.stderr)
+            if skipped:
+                raise ConfigurationError(
+                    f"cannot resample '{input}' to ROOT: branches {skipped} have a type a ROOT TTree "
+                    "cannot take here (lists of strings, missing values, unions, deeper nesting, or a "
+                    "counter name another branch has); leave them out (--branches) or write Parquet"
+                )
+            # uproot writes each jagged branch's counter (`nJet`) as int32 (NanoAOD's
+            # are uint32): the values are the same.
             with uproot.recreate(tmp, compression=uproot.ZLIB(1)) as f:
                 for start in range(0, events, chunk):
                     idx = rng.integers(0, n_in, min(chunk, events - start))
@@ -192,6 +229,23 @@ def resample(
             print(file=sys.stderr)
         print(f"wrote {events} events to {out} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     return out
+
+
+def _check_out(input: str, out: str) -> None:
+    """Refuses an output that is the input (also through a link or another
+    path) or a directory, before anything is read."""
+    from .errors import ConfigurationError
+
+    if os.path.isdir(out):
+        raise ConfigurationError(f"resample: the output '{out}' is a directory; give a file name")
+    same = os.path.abspath(out) == os.path.abspath(input)
+    if not same and os.path.exists(out) and os.path.exists(input):
+        same = os.path.samefile(out, input)
+    if same:
+        raise ConfigurationError(
+            f"resample: the output '{out}' is the input file '{input}'; writing it would replace the events "
+            "it draws from: give another --out"
+        )
 
 
 def _progress(done: int, events: int) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +16,27 @@ SAVED = {
     "cutflow": "cutflow.json",
     "cutflow_text": "cutflow.txt",
     "histograms": "histograms.pkl",
+    "result": "result.json",
 }
+
+
+def _restored(data: Any) -> dict[str, Any]:
+    """The attributes ``result.json`` holds, checked (``TypeError`` /
+    ``ValueError`` for a file that is not one :meth:`Result.save` wrote)."""
+    if not isinstance(data, dict):
+        raise TypeError(f"result.json holds {type(data).__name__}, not an object")
+    out: dict[str, Any] = {}
+    if "process" in data:
+        out["process"] = str(data["process"])
+    if "events" in data:
+        out["events"] = int(data["events"])
+    if "wall_s" in data:
+        out["wall_s"] = float(data["wall_s"])
+    out["outputs"] = {str(k): int(v) for k, v in dict(data.get("outputs", {})).items()}
+    out["failed_batches"] = [int(b) for b in data.get("failed_batches", [])]
+    out["skipped_files"] = [str(f) for f in data.get("skipped_files", [])]
+    out["skipped_chunks"] = [dict(c) for c in data.get("skipped_chunks", [])]
+    return out
 
 
 def _count(n: object, one: str, many: str) -> str:
@@ -59,18 +80,35 @@ class Result:
         """Events per second of wall time."""
         return self.events / self.wall_s if self.wall_s > 0 else 0.0
 
-    def plot(self, directory: str | os.PathLike[str] = ".", *, names: list[str] | None = None) -> list[str]:
-        """Writes one PNG per histogram into ``directory``; returns the paths."""
+    def plot(
+        self, directory: str | os.PathLike[str] = ".", *, names: str | Sequence[str] | None = None
+    ) -> list[str]:
+        """Writes one PNG per histogram into ``directory`` (only those
+        ``names``: one name or a list; an unknown name is refused); returns
+        the paths."""
+        from .errors import ConfigurationError
         from .plot import plot_histograms
 
-        chosen = {k: v for k, v in self.histograms.items() if names is None or k in names}
+        if names is None:
+            chosen = dict(self.histograms)
+        else:
+            wanted = [names] if isinstance(names, str) else list(names)
+            missing = [n for n in wanted if n not in self.histograms]
+            if missing:
+                raise ConfigurationError(
+                    f"Result.plot: no histogram {', '.join(repr(n) for n in missing)} "
+                    f"(histograms: {', '.join(self.histograms) or 'none'})"
+                )
+            chosen = {n: self.histograms[n] for n in dict.fromkeys(wanted)}
         return plot_histograms(chosen, directory, title_prefix=self.process)
 
     def save(self, directory: str | os.PathLike[str]) -> dict[str, str]:
-        """Writes ``report.json``, ``cutflow.json``, ``cutflow.txt`` and
-        ``histograms.pkl`` into ``directory`` (made if needed; files of
-        those names there are replaced). ``python -m evflow plot DIRECTORY``
-        draws the histograms saved there."""
+        """Writes ``report.json``, ``cutflow.json``, ``cutflow.txt``,
+        ``histograms.pkl`` and ``result.json`` (process, events, wall time,
+        outputs, failed batches, skipped files and chunks) into
+        ``directory`` (made if needed; files of those names there are
+        replaced). ``python -m evflow plot DIRECTORY`` draws the histograms
+        saved there."""
         import pickle
 
         from ._out_files import make_directory
@@ -83,6 +121,8 @@ class Result:
             json.dump(self.cutflow.to_dict(), f, indent=2)
         with open(files["cutflow_text"], "w") as f:
             f.write(self.cutflow.table())
+        with open(files["result"], "w") as f:
+            json.dump(self._fields(), f, indent=2, default=str)
         tmp = files["histograms"] + ".partial"
         with open(tmp, "wb") as f:
             pickle.dump(self.histograms, f)
@@ -92,7 +132,9 @@ class Result:
     @classmethod
     def load(cls, directory: str | os.PathLike[str]) -> Result:
         """The result :meth:`save` wrote into ``directory``: its cut-flow,
-        histograms and report (events and wall time from the report). The
+        histograms, report, outputs, failed batches and skipped files and
+        chunks (a directory saved without ``result.json``, by an earlier
+        version: events and wall time from the report, the rest empty). The
         histograms are a pickle: load only directories you trust."""
         import pickle
 
@@ -110,18 +152,37 @@ class Result:
                 cutflow = CutFlow.from_dict(json.load(f))
             with open(files["histograms"], "rb") as f:
                 histograms = pickle.load(f)
+            fields: dict[str, Any] = {}
+            if os.path.isfile(files["result"]):
+                with open(files["result"]) as f:
+                    fields = _restored(json.load(f))
         except (OSError, ValueError, KeyError, TypeError, pickle.UnpicklingError) as e:
             raise InputError(f"cannot read the saved result in '{d}': {type(e).__name__}: {e}") from None
         return cls(
-            process=str(report.get("process", "")),
-            cutflow=cutflow,
-            histograms=histograms,
-            report=report,
-            # The engine's "events" are batches; the run's events and wall
-            # time are kept beside them.
-            events=int(report.get("events_processed", report.get("events", 0)) or 0),
-            wall_s=float(report.get("wall_s_python", report.get("wall_s", 0.0)) or 0.0),
+            **{
+                "process": str(report.get("process", "")),
+                "cutflow": cutflow,
+                "histograms": histograms,
+                "report": report,
+                # The engine's "events" are batches; the run's events and wall
+                # time are kept beside them.
+                "events": int(report.get("events_processed", report.get("events", 0)) or 0),
+                "wall_s": float(report.get("wall_s_python", report.get("wall_s", 0.0)) or 0.0),
+                **fields,
+            }
         )
+
+    def _fields(self) -> dict[str, Any]:
+        """What ``result.json`` keeps: the attributes the report does not."""
+        return {
+            "process": self.process,
+            "events": self.events,
+            "wall_s": self.wall_s,
+            "outputs": self.outputs,
+            "failed_batches": self.failed_batches,
+            "skipped_files": self.skipped_files,
+            "skipped_chunks": self.skipped_chunks,
+        }
 
     def summary(self) -> str:
         """A short text summary: events, throughput, cut-flow."""
