@@ -30,6 +30,7 @@ are identical, and the peak RSS of all eight queries on 16 million events.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -241,6 +242,9 @@ def main() -> int:
             print(f"  {fmt}: plain loop ...", file=sys.stderr)
             plain, _ = measure("plain", path, qs, 1, step=args.step_size)
         coffea: dict[int, dict[str, Any]] = {}
+        if not args.skip_coffea and importlib.util.find_spec("coffea") is None:
+            print("  coffea is not installed: its column is left empty (--skip-coffea)", file=sys.stderr)
+            args.skip_coffea = True
         if not args.skip_coffea:
             print(f"  {fmt}: coffea 2 workers ...", file=sys.stderr)
             coffea, _ = measure("coffea", path, qs, 2, warm=warm_small, step=args.step_size)

@@ -1,5 +1,5 @@
 """The eight ADL queries in one pass (issue 14): evflow running all eight in
-one process, evflow running them as eight processes, and an independent
+one process, evflow running them as eight passes (one after the other), and an independent
 plain single-process loop that reads the file once and fills all eight
 queries' histograms (bench/adl_peers.py's reference code), side by side.
 

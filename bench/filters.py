@@ -538,6 +538,7 @@ def planner_share(report: dict) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a quarter of the events")
+    ap.add_argument("--no-build", action="store_true", help="use target/release/evflow as it is")
     ap.add_argument("--no-starpu", action="store_true")
     ap.add_argument("--seed", type=int, default=2024)
     args = ap.parse_args()
@@ -548,7 +549,8 @@ def main() -> None:
         "scinp": int(6400 * scale),
         "drift": int(100000 * scale),
     }
-    build()
+    if not args.no_build:
+        build()
     exe = None if args.no_starpu else starpu_binary()
     phys = physics()
     rng = np.random.default_rng(args.seed)

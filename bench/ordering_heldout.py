@@ -179,6 +179,7 @@ def main() -> int:
     ap.add_argument(
         "--baseline", type=Path, help="an evflow built from another commit, run alternately with this one"
     )
+    ap.add_argument("--no-build", action="store_true", help="use target/release/evflow as it is")
     args = ap.parse_args()
     if args.runs < 1 or args.events < 1 or args.threads < 1:
         ap.error("--runs, --events and --threads must be at least 1")
@@ -186,7 +187,8 @@ def main() -> int:
         ap.error(
             f"--baseline {args.baseline}: no such file (give an evflow binary built from another commit)"
         )
-    subprocess.run(["cargo", "build", "--release", "-q", "-p", "evflow-cli"], cwd=ROOT, check=True)
+    if not args.no_build:
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "evflow-cli"], cwd=ROOT, check=True)
     tmp = Path(tempfile.mkdtemp(prefix="evflow-heldout-"))
     burner = None
     if not args.no_neighbour:

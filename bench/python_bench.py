@@ -34,6 +34,7 @@ import hist
 import numpy as np
 
 import evflow as ef
+from evflow.source._common import _IterReader
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("EVFLOW_HEP_DATA", ROOT.parent / "shared" / "data" / "hep"))
@@ -170,7 +171,7 @@ def noop_overhead(batches: int = 2000, filters: int = 10, n: int = 1000) -> dict
 
         def reader(self, columns, weight):
             it = (BatchData({"x": col}, n, file="<memory>", entry_start=i * n) for i in range(batches))
-            return ef.source._IterReader(it)
+            return _IterReader(it)
 
         def describe(self) -> str:
             return "memory"

@@ -238,11 +238,13 @@ def main() -> int:
     )
     parser.add_argument("what", choices=["validate", "figures", "all"])
     parser.add_argument("--quick", action="store_true", help="fewer events (noisier)")
+    parser.add_argument("--no-build", action="store_true", help="use target/release/evflow as it is")
     args = parser.parse_args()
     if not DATA.is_dir():
         print(f"skipped: {DATA} not found")
         return 0
-    build()
+    if not args.no_build:
+        build()
     if args.what in ("validate", "all"):
         validate(args.quick)
     if args.what in ("figures", "all"):

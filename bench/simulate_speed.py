@@ -72,8 +72,10 @@ def main() -> int:
     )
     parser.add_argument("--baseline", type=Path, required=True, help="an evflow built from another commit")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--no-build", action="store_true", help="use target/release/evflow as it is")
     args = parser.parse_args()
-    subprocess.run(["cargo", "build", "--release", "-q", "-p", "evflow-cli"], cwd=ROOT, check=True)
+    if not args.no_build:
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "evflow-cli"], cwd=ROOT, check=True)
     cases = [(f"chain of {n} modules", [str(chain(n))], f"chain{n}.toml") for n in (5000, 10000, 20000)]
     if DATA.is_dir():
         options = ["--cores", "256", "--events-in-flight", "256", "--events", "2000"]
@@ -92,7 +94,7 @@ def main() -> int:
         o, n = statistics.median(old), statistics.median(new)
         command = " ".join(["evflow simulate", shown, *cmd[1:]])
         print(
-            f"| {name} | `{command}` | {o:.2f} | {n:.2f} | {o / n:.0f}x | {'yes' if same else 'NO'} |",
+            f"| {name} | `{command}` | {o:.2f} | {n:.2f} | {o / n:.2f}x | {'yes' if same else 'NO'} |",
             flush=True,
         )
     return 0
