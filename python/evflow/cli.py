@@ -44,6 +44,20 @@ def _check_written(args: argparse.Namespace) -> None:
     check_directories([("--save", args.save), ("--plot", args.plot)])
 
 
+def _check_not_a_skim(args: argparse.Namespace, proc: Any) -> None:
+    """``--report`` and ``--trace`` name no skim of the analysis (written
+    last, either would replace it)."""
+    from .errors import ConfigurationError
+
+    skims = {os.path.realpath(out.path): out.path for out, _sel in proc.outputs}
+    for option, path in [("--report", args.report), ("--trace", args.trace)]:
+        if path and os.path.realpath(path) in skims:
+            raise ConfigurationError(
+                f"{option} {path} is the skim '{skims[os.path.realpath(path)]}' the analysis writes: "
+                "it would be overwritten"
+            )
+
+
 def _run(args: argparse.Namespace) -> int:
     from ._out_files import write_text
     from .errors import ConfigurationError, Interrupted
@@ -51,6 +65,7 @@ def _run(args: argparse.Namespace) -> int:
     _check_written(args)
     interrupted = False
     proc = _load_process(args.analysis, args.process)
+    _check_not_a_skim(args, proc)
     src = proc.source
     if src is not None:
         if args.input:

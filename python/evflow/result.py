@@ -112,21 +112,35 @@ class Result:
         import pickle
 
         from ._out_files import make_directory
+        from .errors import EvflowError
 
         d = make_directory(os.fspath(directory), "Result.save")
         files = {key: os.path.join(d, name) for key, name in SAVED.items()}
-        with open(files["report"], "w") as f:
-            json.dump(self.report, f, indent=2)
-        with open(files["cutflow"], "w") as f:
-            json.dump(self.cutflow.to_dict(), f, indent=2)
-        with open(files["cutflow_text"], "w") as f:
-            f.write(self.cutflow.table())
-        with open(files["result"], "w") as f:
-            json.dump(self._fields(), f, indent=2, default=str)
-        tmp = files["histograms"] + ".partial"
-        with open(tmp, "wb") as f:
-            pickle.dump(self.histograms, f)
-        os.replace(tmp, files["histograms"])
+        writers: dict[str, Any] = {
+            "report": lambda f: f.write(json.dumps(self.report, indent=2).encode()),
+            "cutflow": lambda f: f.write(json.dumps(self.cutflow.to_dict(), indent=2).encode()),
+            "cutflow_text": lambda f: f.write(self.cutflow.table().encode()),
+            "result": lambda f: f.write(json.dumps(self._fields(), indent=2, default=str).encode()),
+            "histograms": lambda f: pickle.dump(self.histograms, f),
+        }
+        # Every file is written beside its final name first and renamed once
+        # all are written: a save that fails (a full disk) leaves the
+        # directory as it was, never one result's report beside another's
+        # histograms.
+        staged = {key: f"{path}.partial-{os.getpid()}" for key, path in files.items()}
+        try:
+            for key, write in writers.items():
+                try:
+                    with open(staged[key], "wb") as f:
+                        write(f)
+                except OSError as e:
+                    raise EvflowError(f"Result.save: cannot write '{files[key]}': {e.strerror or e}") from e
+            for key, path in files.items():
+                os.replace(staged[key], path)
+        finally:
+            for tmp in staged.values():
+                if os.path.exists(tmp):
+                    os.remove(tmp)
         return files
 
     @classmethod

@@ -61,6 +61,20 @@ def test_output_options_are_checked_before_the_job(
     assert analysis.read_text() == ANALYSIS
 
 
+@pytest.mark.parametrize("option", ["--report", "--trace"])
+def test_a_report_or_trace_onto_the_analysis_skim_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str
+) -> None:
+    """Written after the skim, either replaced it (the skim lost, exit 0)."""
+    skim = tmp_path / "skim.parquet"
+    path = tmp_path / "skimming.py"
+    path.write_text(ANALYSIS + f"proc.output(ef.output.parquet({str(skim)!r}, columns=['MET_pt']))\n")
+    assert main(["run", str(path), "-q", option, str(skim)]) == 1
+    err = capsys.readouterr().err
+    assert "is the skim" in err and "would be overwritten" in err, err
+    assert not skim.exists(), "refused before the job ran"
+
+
 def test_a_report_follows_a_link_and_replaces_a_file_whole(analysis: Path, tmp_path: Path) -> None:
     target = tmp_path / "elsewhere" / "report.json"
     target.parent.mkdir()

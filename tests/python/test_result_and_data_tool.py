@@ -312,3 +312,63 @@ def test_cutflow_table_shows_no_efficiency_where_nothing_reached_the_filter(hzz_
     assert "100.00%" not in row
     nj = uproot.open(hzz_file)["events"]["NJet"].array(library="np")
     assert cf["s"]["none"].seen == len(nj) and cf["s"]["none"].passed == int((nj > 100).sum()) == 0
+
+
+# -- inputs that change during the job ----------------------------------------------
+
+
+def test_a_root_file_cut_during_the_job_is_an_error_not_a_short_read(tmp_path: Path) -> None:
+    """A file replaced by a shorter one after the job was planned was read
+    short without a word (its batches' missing entries gone from every
+    result): an error naming the file and the entries."""
+    files = []
+    for i in range(3):
+        path = tmp_path / f"part{i}.root"
+        with uproot.recreate(path) as f:
+            f["events"] = {"x": np.arange(3000, dtype=np.float64) + 10_000 * i}
+        files.append(str(path))
+    replaced: list[bool] = []
+    proc = ef.Process("cut")
+    proc.source = ef.source.root(files, tree="events", step_size=1000, prefetch=1, read_workers=1)
+
+    @proc.producer(consumes=["x"], produces=["y"])
+    def y(ev: ef.Events) -> np.ndarray:
+        if not replaced:
+            replaced.append(True)
+            with uproot.recreate(files[2]) as f:  # the last file, read last, now 100 entries
+                f["events"] = {"x": np.arange(100, dtype=np.float64)}
+        return np.asarray(ev.x) * 2
+
+    proc.histogram("y", bins=10, range=(0, 100_000))
+    with pytest.raises(ef.SourceError, match=r"part2\.root.*100 entries read, 1000 planned"):
+        proc.run(threads=1)
+
+
+def test_a_failed_save_leaves_the_earlier_result_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A save that fails half-way (a full disk) left one result's report
+    beside another's histograms, which loaded without a word: every file is
+    now written beside its final name and renamed once all are written."""
+    import errno
+    import pickle
+
+    def run(events: int) -> ef.Result:
+        proc = ef.Process("saved")
+        proc.source = ef.source.synthetic(events, step_size=500)
+        proc.histogram("met", column="MET_pt", bins=10, range=(0, 200))
+        return proc.run(threads=1)
+
+    first, second = run(1000), run(3000)
+    first.save(tmp_path / "r")
+
+    def full(*_args: object, **_kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pickle, "dump", full)
+    with pytest.raises(ef.EvflowError, match=r"cannot write '.*histograms\.pkl': No space left"):
+        second.save(tmp_path / "r")
+    monkeypatch.undo()
+    assert sorted(os.listdir(tmp_path / "r")) == sorted(ef.result.SAVED.values())
+    loaded = ef.Result.load(tmp_path / "r")
+    assert loaded.events == 1000 and loaded.histograms["met"].sum() == first.histograms["met"].sum()

@@ -35,6 +35,14 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
         .map(|n| n.get())
         .unwrap_or(1);
     let threads = args.threads.or(loaded.threads).unwrap_or(cores);
+    if threads > MAX_THREADS {
+        // Thousands of threads past this, the runtime aborts the process
+        // (a thread's signal stack cannot be mapped) instead of failing.
+        return Err(format!(
+            "{threads} threads (--threads or the configuration's threads) is too many: at most \
+             {MAX_THREADS} (events in flight may be more: --events-in-flight)"
+        ));
+    }
     // Sleeping work emulates a machine of `threads` cores: so do the
     // helpers of sleeping parallel-for ranges.
     evflow_workloads::set_emulated_cores(threads);
@@ -132,6 +140,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
 
 /// `evflow run analysis.py ...`: a Python analysis runs in the Python
 /// package's own runner (`python -m evflow run`), with the same options.
+/// Most engine threads `evflow run` starts (`--threads`).
+pub const MAX_THREADS: usize = 4096;
+
 pub(crate) fn run_python_analysis() -> Result<(), String> {
     // The Python runner stops gracefully itself; signals sent to this
     // process alone (`kill PID`, a batch system's SIGTERM) are passed on.

@@ -771,3 +771,18 @@ reorderable = true
         assert_eq!(rejections, rejected, "{order}: {path}");
     }
 }
+
+/// More threads than a process starts reliably is refused before the job
+/// (32 000 aborted the process: a thread's signal stack could not be mapped).
+#[test]
+fn too_many_threads_are_refused_before_the_job() {
+    let dir = scratch("threads");
+    let config = write(
+        &dir,
+        "one.toml",
+        "[process]\nevents = 5\n\n[[module]]\nlabel = \"p\"\ntype = \"producer\"\n",
+    );
+    let out = evflow(&["run", &config, "-q", "--threads", "5000"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("at most 4096"), "{}", stderr(&out));
+}

@@ -196,6 +196,14 @@ class RootSource(Source):
             )
         except Exception as e:
             raise InputError(f"reading {where}: {type(e).__name__}: {e}") from e
+        # uproot stops at the tree's end: a file replaced or cut since the
+        # job was planned gives fewer entries than planned.
+        short = next((len(v) for v in cols.values() if len(v) != b - a), None)
+        if short is not None:
+            raise InputError(
+                f"reading {where}: {short} entries read, {b - a} planned (was the file replaced or "
+                "cut during the job?)"
+            )
         return BatchData(cols, b - a, file=path, entry_start=a, entry_stop=b, where=where, weight=weight)
 
     def empty_batch(self, columns: Sequence[str], weight: str | None) -> BatchData | None:
