@@ -257,3 +257,16 @@ def test_fill_may_return_values_by_axis_name() -> None:
     wrong.histogram("w", hist=h.copy(), fill=lambda ev: {"met": ev.MET_pt}, consumes=["MET_pt"])
     with pytest.raises(ef.EvflowError, match=r"fill= returned the keys \['met'\], but the axes are named"):
         wrong.run(threads=1)
+
+
+@pytest.mark.parametrize("step_size", [1.5, "100", 2**64, 0, True])
+def test_a_step_size_that_is_no_whole_number_of_entries_is_refused(step_size: object) -> None:
+    """1.5 ran as 1 (batches of one event), a string or 2**64 failed only in
+    the run with a raw TypeError or OverflowError."""
+    for make in (
+        lambda: ef.source.parquet("x.parquet", step_size=step_size),  # type: ignore[arg-type]
+        lambda: ef.source.root("x.root", tree="t", step_size=step_size),  # type: ignore[arg-type]
+        lambda: ef.source.synthetic(10, step_size=step_size),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(ef.ConfigurationError, match="step_size must be"):
+            make()

@@ -268,7 +268,8 @@ pub struct RunArgs {
     /// What a module error does: stop the job, or record the event as failed and go on.
     #[arg(long, value_enum, default_value = "fail")]
     pub on_error: OnErrorArg,
-    /// Write a Chrome trace-event JSON (for Perfetto) here.
+    /// Write a Chrome trace-event JSON (for Perfetto) here (every module
+    /// execution, kept in memory to the end: about 1 kB each).
     #[arg(long)]
     pub trace: Option<PathBuf>,
 }

@@ -101,6 +101,24 @@ class _IterReader:
 Setting = int | str
 
 
+#: The largest batch a source takes: the engine counts entries in 64 bits,
+#: and a batch this large would not fit in memory anyway.
+MAX_STEP_SIZE = 1 << 40
+
+
+def _check_step_size(step_size: object) -> int:
+    """``step_size`` as an int: a whole number of entries from 1 to
+    :data:`MAX_STEP_SIZE` (1.5 ran as 1, a string or 2**64 failed only in
+    the run)."""
+    import numbers
+
+    if isinstance(step_size, bool) or not isinstance(step_size, numbers.Integral):
+        raise ConfigurationError(f"step_size must be a whole number of entries, not {step_size!r}")
+    if not 1 <= int(step_size) <= MAX_STEP_SIZE:
+        raise ConfigurationError(f"step_size must be from 1 to {MAX_STEP_SIZE}, not {step_size}")
+    return int(step_size)
+
+
 def _check_max_events(max_events: int | None) -> None:
     if max_events is not None and (
         isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 0

@@ -13,7 +13,17 @@ from ..output import MANIFEST, PART, read_skim_manifest
 if TYPE_CHECKING:
     from .._runtime import BatchData
 
-from ._common import PathLike, Setting, Source, _check_max_events, _files, _IterReader, _missing, _setting
+from ._common import (
+    PathLike,
+    Setting,
+    Source,
+    _check_max_events,
+    _check_step_size,
+    _files,
+    _IterReader,
+    _missing,
+    _setting,
+)
 from ._readahead import ReadBalancer
 
 _PARQUET_SUFFIXES = (".parquet", ".parq", ".pq")
@@ -117,8 +127,7 @@ class ParquetSource(Source):
         read_workers: Setting = "auto",
         read_memory: int | str = "512MB",
     ) -> None:
-        if step_size <= 0:
-            raise ConfigurationError(f"step_size must be positive, not {step_size}")
+        step_size = _check_step_size(step_size)
         _check_max_events(max_events)
         if engine not in ("native", "pyarrow"):
             raise ConfigurationError(f"engine must be 'native' or 'pyarrow', not {engine!r}")

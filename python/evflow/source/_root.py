@@ -8,12 +8,12 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigurationError, InputError, MissingFileError, MissingTreeError
+from ..errors import InputError, MissingFileError, MissingTreeError
 
 if TYPE_CHECKING:
     from .._runtime import BatchData
 
-from ._common import PathLike, Setting, Source, _check_max_events, _files, _missing
+from ._common import PathLike, Setting, Source, _check_max_events, _check_step_size, _files, _missing
 from ._readahead import ReadBalancer, _ReadAhead
 
 
@@ -65,8 +65,7 @@ class RootSource(Source):
         prefetch: Setting = "auto",
         read_memory: int | str = "512MB",
     ) -> None:
-        if step_size <= 0:
-            raise ConfigurationError(f"step_size must be positive, not {step_size}")
+        step_size = _check_step_size(step_size)
         _check_max_events(max_events)
         self.files = _files(files)
         self.tree = tree

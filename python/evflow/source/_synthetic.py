@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -10,7 +11,7 @@ from ..errors import ConfigurationError
 if TYPE_CHECKING:
     from .._runtime import BatchData
 
-from ._common import Source, _IterReader, _missing
+from ._common import Source, _check_step_size, _IterReader, _missing
 
 
 class SyntheticSource(Source):
@@ -47,10 +48,10 @@ class SyntheticSource(Source):
     )
 
     def __init__(self, events: int, step_size: int = 100_000, seed: int = 1) -> None:
-        if step_size <= 0 or events < 0:
-            raise ConfigurationError("events must be >= 0 and step_size > 0")
+        if isinstance(events, bool) or not isinstance(events, numbers.Integral) or events < 0:
+            raise ConfigurationError(f"events must be a whole number >= 0, not {events!r}")
         self.events = int(events)
-        self.step_size = int(step_size)
+        self.step_size = _check_step_size(step_size)
         self.max_events = None
         self.seed = int(seed)
 
