@@ -57,3 +57,44 @@ def without_rows(events: Any, ranges: Iterable[tuple[int, int]]) -> Any:
     for start, stop in ranges:
         keep[start:stop] = False
     return events[keep]
+
+
+#: The remote-offload analyses' input: events and batch size.
+REMOTE_EVENTS, REMOTE_STEP = 4_000, 1_000
+
+
+@pytest.fixture(scope="module")
+def gpu_cluster() -> Any:
+    """A cluster for remote requests: one in-process worker with GPU=1,
+    reachable over TCP (by the chunk workers of a distributed run too)."""
+    import distributed
+
+    cluster = distributed.LocalCluster(
+        n_workers=1,
+        threads_per_worker=1,
+        processes=False,
+        protocol="tcp",
+        resources={"GPU": 1},
+        dashboard_address=None,
+        silence_logs=40,
+    )
+    yield cluster
+    cluster.close()
+
+
+def remote_analysis(spec: Any, name: str = "offload") -> Any:
+    """A process whose one producer (``met2 = 2 MET_pt``) runs as ``spec``
+    (an ``ef.Remote``) says, with a histogram of it."""
+    import numpy as np
+
+    import evflow as ef
+
+    proc = ef.Process(name)
+    proc.source = ef.source.synthetic(REMOTE_EVENTS, step_size=REMOTE_STEP, seed=3)
+
+    @proc.producer(consumes=["MET_pt"], produces=["met2"], remote=spec)
+    def met2(ev: ef.Events) -> np.ndarray:
+        return np.asarray(ev.MET_pt, dtype=np.float64) * 2
+
+    proc.histogram("met2", bins=20, range=(0, 400))
+    return proc

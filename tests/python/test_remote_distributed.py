@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import evflow as ef
+from conftest import REMOTE_EVENTS, REMOTE_STEP, remote_analysis
 from evflow.output import ParquetOutput
 from evflow.remote import Remote, RemoteNotice
 from evflow.remote._distributed import merge_remote
@@ -29,54 +30,23 @@ client = test_distributed.client  # its 2-worker cluster (a fixture of this modu
 # The analyses below are shipped by value: workers need not import this module.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-EVENTS, STEP = 4_000, 1_000
-
-
-@pytest.fixture(scope="module")
-def gpu_cluster() -> Any:
-    """A separate cluster for the requests: one in-process worker with GPU=1,
-    reachable over TCP by the chunk workers."""
-    cluster = distributed.LocalCluster(
-        n_workers=1,
-        threads_per_worker=1,
-        processes=False,
-        protocol="tcp",
-        resources={"GPU": 1},
-        dashboard_address=None,
-        silence_logs=40,
-    )
-    yield cluster
-    cluster.close()
-
-
-def _analysis(spec: Remote) -> ef.Process:
-    proc = ef.Process("offload")
-    proc.source = ef.source.synthetic(EVENTS, step_size=STEP, seed=3)
-
-    @proc.producer(consumes=["MET_pt"], produces=["met2"], remote=spec)
-    def met2(ev: ef.Events) -> np.ndarray:
-        return np.asarray(ev.MET_pt, dtype=np.float64) * 2
-
-    proc.histogram("met2", bins=20, range=(0, 400))
-    return proc
-
 
 def test_remote_without_a_cluster_of_its_own_runs_locally_in_the_chunks(client: Any) -> None:
     spec = Remote(mode="remote", timeout_s=30)  # before: each request waited 2 x 30 s
-    alone = _analysis(Remote(mode="local")).run(threads=1)
+    alone = remote_analysis(Remote(mode="local")).run(threads=1)
     t0 = time.perf_counter()
     with pytest.warns(RemoteNotice, match="'met2' run locally in the chunk tasks"):
-        r = _analysis(spec).run(client=client, chunk_size=2 * STEP)
+        r = remote_analysis(spec).run(client=client, chunk_size=2 * REMOTE_STEP)
     assert time.perf_counter() - t0 < 25
     assert np.array_equal(r.histograms["met2"].values(), alone.histograms["met2"].values())
     rem = r.report["remote"]["met2"]
-    assert (rem["local_events"], rem["remote_events"], rem["remote_requests"]) == (EVENTS, 0, 0)
+    assert (rem["local_events"], rem["remote_events"], rem["remote_requests"]) == (REMOTE_EVENTS, 0, 0)
     assert "run locally in the chunk tasks" in rem["notices"][0]
 
 
 def test_a_required_remote_without_a_cluster_of_its_own_is_refused(client: Any) -> None:
     with pytest.raises(ef.ConfigurationError, match=r"'met2' must run remotely .*Remote\(client="):
-        _analysis(Remote(mode="remote", required=True)).run(client=client)
+        remote_analysis(Remote(mode="remote", required=True)).run(client=client)
 
 
 def _clients(cluster: Any) -> int:
@@ -86,22 +56,22 @@ def _clients(cluster: Any) -> int:
 def test_offload_to_a_separate_cluster_is_reported(client: Any, gpu_cluster: Any) -> None:
     address = gpu_cluster.scheduler_address
     spec = Remote(resources={"GPU": 1}, mode="remote", client=address, combine=1)
-    alone = _analysis(Remote(mode="local")).run(threads=1)
-    r = _analysis(spec).run(client=client, chunk_size=2 * STEP)
+    alone = remote_analysis(Remote(mode="local")).run(threads=1)
+    r = remote_analysis(spec).run(client=client, chunk_size=2 * REMOTE_STEP)
     assert np.array_equal(r.histograms["met2"].values(), alone.histograms["met2"].values())
     rem = r.report["remote"]["met2"]
-    assert rem["remote_events"] == EVENTS and rem["local_events"] == 0
-    assert rem["remote_batches"] == EVENTS // STEP and rem["chunks"] == 2
+    assert rem["remote_events"] == REMOTE_EVENTS and rem["local_events"] == 0
+    assert rem["remote_batches"] == REMOTE_EVENTS // REMOTE_STEP and rem["chunks"] == 2
     assert rem["remote_share"] == 1.0 and rem["rtt_s"]["min"] <= rem["rtt_s"]["max"]
-    assert rem["workers"] and rem["bytes_sent"] == EVENTS * 4  # MET_pt: float32
+    assert rem["workers"] and rem["bytes_sent"] == REMOTE_EVENTS * 4  # MET_pt: float32
 
 
 def test_a_client_opened_from_an_address_is_closed_after_the_run(gpu_cluster: Any) -> None:
     address = gpu_cluster.scheduler_address
     before = _clients(gpu_cluster)
     for _ in range(3):
-        r = _analysis(Remote(resources={"GPU": 1}, mode="remote", client=address)).run(threads=1)
-        assert r.report["remote"]["met2"]["remote_events"] == EVENTS
+        r = remote_analysis(Remote(resources={"GPU": 1}, mode="remote", client=address)).run(threads=1)
+        assert r.report["remote"]["met2"]["remote_events"] == REMOTE_EVENTS
     deadline = time.time() + 10
     while _clients(gpu_cluster) > before and time.time() < deadline:
         time.sleep(0.1)

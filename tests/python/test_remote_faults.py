@@ -16,7 +16,7 @@ import cloudpickle
 import numpy as np
 import pytest
 
-import evflow as ef
+from conftest import REMOTE_EVENTS, REMOTE_STEP, remote_analysis
 from evflow.remote import Remote, RemoteError, RemoteNotice
 
 distributed = pytest.importorskip("distributed")
@@ -26,36 +26,6 @@ client = test_distributed.client  # its 2-worker cluster (a fixture of this modu
 
 # The analyses below are shipped by value: workers need not import this module.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
-EVENTS, STEP = 4_000, 1_000
-
-
-@pytest.fixture(scope="module")
-def gpu_cluster() -> Any:
-    """One in-process worker with GPU=1, reachable over TCP."""
-    cluster = distributed.LocalCluster(
-        n_workers=1,
-        threads_per_worker=1,
-        processes=False,
-        protocol="tcp",
-        resources={"GPU": 1},
-        dashboard_address=None,
-        silence_logs=40,
-    )
-    yield cluster
-    cluster.close()
-
-
-def _analysis(spec: Remote) -> ef.Process:
-    proc = ef.Process("faults")
-    proc.source = ef.source.synthetic(EVENTS, step_size=STEP, seed=3)
-
-    @proc.producer(consumes=["MET_pt"], produces=["met2"], remote=spec)
-    def met2(ev: ef.Events) -> np.ndarray:
-        return np.asarray(ev.MET_pt, dtype=np.float64) * 2
-
-    proc.histogram("met2", bins=20, range=(0, 400))
-    return proc
 
 
 def _busy(seconds: float) -> int:
@@ -71,7 +41,7 @@ def _actors(cluster: Any) -> list[str]:
 
 
 def test_an_actor_not_placed_in_time_falls_back_locally(gpu_cluster: Any) -> None:
-    alone = _analysis(Remote(mode="local")).run(threads=1)
+    alone = remote_analysis(Remote(mode="local")).run(threads=1)
     with distributed.Client(gpu_cluster, set_as_default=False) as c:
         hog = c.submit(_busy, 3.0, resources={"GPU": 1}, pure=False)  # the resource is busy
         deadline = time.time() + 10
@@ -80,16 +50,16 @@ def test_an_actor_not_placed_in_time_falls_back_locally(gpu_cluster: Any) -> Non
         spec = Remote(resources={"GPU": 1}, mode="remote", client=c, transport="actor", timeout_s=1.0)
         t0 = time.perf_counter()
         with pytest.warns(RemoteNotice, match=r"'met2' runs locally: its actor could not be placed"):
-            r = _analysis(spec).run(threads=1)
+            r = remote_analysis(spec).run(threads=1)
         assert time.perf_counter() - t0 < 2.5, "one timeout_s for the placement, not one per request"
         assert np.array_equal(r.histograms["met2"].values(), alone.histograms["met2"].values())
         rem = r.report["remote"]["met2"]
-        assert (rem["local_events"], rem["remote_events"], rem["available"]) == (EVENTS, 0, False)
+        assert (rem["local_events"], rem["remote_events"], rem["available"]) == (REMOTE_EVENTS, 0, False)
         required = Remote(
             resources={"GPU": 1}, mode="remote", client=c, transport="actor", timeout_s=0.5, required=True
         )
         with pytest.raises(RemoteError, match=r"must run remotely .*could not be placed"):
-            _analysis(required).run(threads=1)
+            remote_analysis(required).run(threads=1)
         assert hog.result() == 1
         del hog
         deadline = time.time() + 5
@@ -104,8 +74,8 @@ def test_a_client_object_reaches_the_chunks_as_its_address(client: Any, gpu_clus
         spec = Remote(resources={"GPU": 1}, mode="remote", client=gpu, combine=1)
         assert pickle.loads(cloudpickle.dumps(spec)).client == address
         assert copy.copy(spec).client is gpu and copy.deepcopy(spec).client is gpu
-        alone = _analysis(Remote(mode="local")).run(threads=1)
-        r = _analysis(spec).run(client=client, chunk_size=2 * STEP)
+        alone = remote_analysis(Remote(mode="local")).run(threads=1)
+        r = remote_analysis(spec).run(client=client, chunk_size=2 * REMOTE_STEP)
     assert np.array_equal(r.histograms["met2"].values(), alone.histograms["met2"].values())
     rem = r.report["remote"]["met2"]
-    assert rem["remote_events"] == EVENTS and rem["local_events"] == 0 and rem["chunks"] == 2
+    assert rem["remote_events"] == REMOTE_EVENTS and rem["local_events"] == 0 and rem["chunks"] == 2
