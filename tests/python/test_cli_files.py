@@ -270,3 +270,22 @@ def test_a_step_size_that_is_no_whole_number_of_entries_is_refused(step_size: ob
     ):
         with pytest.raises(ef.ConfigurationError, match="step_size must be"):
             make()
+
+
+def test_a_corrupt_row_group_read_with_pyarrow_names_file_and_entries(tmp_path: Path) -> None:
+    """pyarrow's own message ("Couldn't deserialize thrift") named neither."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "bad.parquet"
+    table = pa.table({"x": np.arange(10_000, dtype=np.float64)})
+    pq.write_table(table, path, row_group_size=1_000, compression="none")
+    offset = pq.ParquetFile(path).metadata.row_group(5).column(0).data_page_offset
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(b"\xff" * 32)
+    proc = ef.Process("corrupt")
+    proc.source = ef.source.parquet(str(path), step_size=1_000, engine="pyarrow")
+    proc.histogram("x", bins=10, range=(0, 10_000))
+    with pytest.raises(ef.EvflowError, match=r"file '.*bad\.parquet', entries from 5000"):
+        proc.run(threads=1)

@@ -240,7 +240,12 @@ class ParquetSource(Source):
         left = self.max_events
         for path in self.files:
             start = 0
-            for rb in pq.ParquetFile(path).iter_batches(batch_size=self.step_size, columns=list(columns)):
+            for rb in _named(
+                path,
+                lambda p=path: pq.ParquetFile(p).iter_batches(  # type: ignore[misc]
+                    batch_size=self.step_size, columns=list(columns)
+                ),
+            ):
                 if left is not None:
                     if left <= 0:
                         return
@@ -303,3 +308,21 @@ def parquet(
     return ParquetSource(
         files, step_size, max_events, engine, prefetch, read_workers=read_workers, read_memory=read_memory
     )
+
+
+def _named(path: str, open_batches: Any) -> Iterator[Any]:
+    """The record batches ``open_batches()`` reads from ``path``; an error
+    names the file and the entry from which the read failed (pyarrow's own
+    says neither: "Couldn't deserialize thrift")."""
+    start = 0
+    try:
+        batches = iter(open_batches())
+        while True:
+            try:
+                rb = next(batches)
+            except StopIteration:
+                return
+            start += rb.num_rows
+            yield rb
+    except (OSError, ValueError) as e:
+        raise InputError(f"reading file '{path}', entries from {start}: {type(e).__name__}: {e}") from e
