@@ -17,6 +17,7 @@ it on Dask (see docs/distributed.md).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -63,7 +64,6 @@ def _run(args: argparse.Namespace) -> int:
     from .errors import ConfigurationError, Interrupted
 
     _check_written(args)
-    interrupted = False
     proc = _load_process(args.analysis, args.process)
     _check_not_a_skim(args, proc)
     src = proc.source
@@ -94,51 +94,50 @@ def _run(args: argparse.Namespace) -> int:
         # The workers load the analysis file themselves (its modules need
         # not be picklable), from its current contents (the factory pickles
         # with their fingerprint); the chunks come from the source set up here.
-        try:
-            result = run_distributed(
-                proc,
-                client=args.scheduler,
-                processes=args.processes,
-                threads=args.threads,
-                events_in_flight=args.events_in_flight,
-                progress=show,
-                executor=args.executor,
-                on_error=on_error,
-                filter_order=args.filter_order,
-                chunk_size=args.chunk_size,
-                skip_bad_files=args.skip_bad_files,
-                factory=AnalysisFile(args.analysis, args.process),
-                dashboard=not args.quiet,
-            )
-        except Interrupted as stopped:
-            result = stopped.result
-            interrupted = True
-        if not args.quiet:
-            for ch in result.skipped_chunks:
-                print(f"skipped chunk {ch['chunk']}: {ch['error']}")
+        job = functools.partial(
+            run_distributed,
+            proc,
+            client=args.scheduler,
+            processes=args.processes,
+            threads=args.threads,
+            events_in_flight=args.events_in_flight,
+            progress=show,
+            executor=args.executor,
+            on_error=on_error,
+            filter_order=args.filter_order,
+            chunk_size=args.chunk_size,
+            skip_bad_files=args.skip_bad_files,
+            factory=AnalysisFile(args.analysis, args.process),
+            dashboard=not args.quiet,
+        )
     else:
         if args.on_error == "skip-chunk" or args.chunk_size:
             raise ConfigurationError("--on-error skip-chunk and --chunk-size need --processes or --scheduler")
-        try:
-            result = proc.run(
-                threads=args.threads,
-                events_in_flight=args.events_in_flight,
-                progress=show,
-                executor=args.executor,
-                on_error=on_error,  # type: ignore[arg-type]
-                trace=args.trace is not None,
-                filter_order=args.filter_order,
-                device=args.device,
-                device_split=args.device_split,
-                skip_bad_files=args.skip_bad_files,
-            )
-        except Interrupted as stopped:
-            # Ctrl-C: the batches read were finished; what they made is
-            # reported, saved and plotted as after a whole run (the report
-            # says "interrupted"), then the exit status says so.
-            result = stopped.result
-            interrupted = True
+        job = functools.partial(
+            proc.run,
+            threads=args.threads,
+            events_in_flight=args.events_in_flight,
+            progress=show,
+            executor=args.executor,
+            on_error=on_error,
+            trace=args.trace is not None,
+            filter_order=args.filter_order,
+            device=args.device,
+            device_split=args.device_split,
+            skip_bad_files=args.skip_bad_files,
+        )
+    try:
+        result = job()
+        interrupted = False
+    except Interrupted as stopped:
+        # Ctrl-C: the batches read (the chunks handed out) were finished;
+        # what they made is reported, saved and plotted as after a whole
+        # run (the report says "interrupted"), then the exit status says so.
+        result = stopped.result
+        interrupted = True
     if not args.quiet:
+        for ch in result.skipped_chunks:
+            print(f"skipped chunk {ch['chunk']}: {ch['error']}")
         for f in result.skipped_files:
             print(f"skipped unreadable file {f}")
         print(result.summary())

@@ -687,8 +687,7 @@ filter_order = "adaptive"
         all.extend_from_slice(args);
         let out = evflow(&all);
         assert!(out.status.success(), "{}", stderr(&out));
-        let json: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        let json = read_json(&report);
         // Orders in use other than the written one.
         let written = serde_json::json!(["loose", "tight"]);
         let n = json["orderings"]
@@ -758,8 +757,7 @@ reorderable = true
             report.to_str().unwrap(),
         ]);
         assert!(out.status.success(), "{}", stderr(&out));
-        let json: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        let json = read_json(&report);
         let path = &json["paths"][0];
         let rejected = path["visited"].as_u64().unwrap() - path["passed"].as_u64().unwrap();
         let rejections: u64 = path["filters"]

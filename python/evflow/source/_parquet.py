@@ -233,19 +233,12 @@ class ParquetSource(Source):
         return build
 
     def _pyarrow_batches(self, columns: Sequence[str], weight: str | None) -> Iterator[BatchData]:
-        import pyarrow.parquet as pq
-
         from .._runtime import BatchData
 
         left = self.max_events
         for path in self.files:
             start = 0
-            for rb in _named(
-                path,
-                lambda p=path: pq.ParquetFile(p).iter_batches(  # type: ignore[misc]
-                    batch_size=self.step_size, columns=list(columns)
-                ),
-            ):
+            for rb in _record_batches(path, self.step_size, columns):
                 if left is not None:
                     if left <= 0:
                         return
@@ -310,18 +303,15 @@ def parquet(
     )
 
 
-def _named(path: str, open_batches: Any) -> Iterator[Any]:
-    """The record batches ``open_batches()`` reads from ``path``; an error
-    names the file and the entry from which the read failed (pyarrow's own
-    says neither: "Couldn't deserialize thrift")."""
+def _record_batches(path: str, step_size: int, columns: Sequence[str]) -> Iterator[Any]:
+    """The record batches pyarrow reads from ``path``; an error names the
+    file and the entry from which the read failed (pyarrow's own says
+    neither: "Couldn't deserialize thrift")."""
+    import pyarrow.parquet as pq
+
     start = 0
     try:
-        batches = iter(open_batches())
-        while True:
-            try:
-                rb = next(batches)
-            except StopIteration:
-                return
+        for rb in pq.ParquetFile(path).iter_batches(batch_size=step_size, columns=list(columns)):
             start += rb.num_rows
             yield rb
     except (OSError, ValueError) as e:
