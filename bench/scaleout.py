@@ -16,6 +16,9 @@ machine::
 
     python bench/scaleout.py --curve 1 2 4 8 16 --skip-coffea --seconds 20
 
+``--ceiling`` adds, for the largest N, N independent single-threaded
+processes at once (the machine's own ceiling for N processes of the work).
+
 Inputs: one data file of ``--file-events`` events (default: ``--events``, at
 most 4M; made once) listed as many times as ``--events`` needs (stopping
 at ``--events``), so long inputs cost no generation or disk; with
@@ -334,13 +337,13 @@ def stream(client: Any, path: Path, events: int, step: int, kernels: str) -> dic
     }
 
 
-def _cluster(n: int) -> tuple[Any, Any]:
+def _cluster(n: int, env: dict[str, str] | None = None) -> tuple[Any, Any]:
     import logging
 
     from distributed import Client, LocalCluster
 
     cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
-                           silence_logs=logging.ERROR)  # fmt: skip
+                           silence_logs=logging.ERROR, env=env or {})  # fmt: skip
     return cluster, Client(cluster)
 
 
@@ -365,6 +368,11 @@ def curve(args: argparse.Namespace, data_dir: Path) -> int:
     ins, warm = inputs(args, data_dir, fmt)
     print(f"  {fmt}: evflow 1 thread on one core ...", file=sys.stderr)
     one = baseline(ins, warm, args.queries, 1, args, pin=0)
+    top = max(args.curve)
+    ceiling: dict[int, dict[str, Any]] = {}
+    if args.ceiling:
+        print(f"  {fmt}: {top} independent single-threaded processes ...", file=sys.stderr)
+        ceiling = independent(ins, warm, args.queries, top, args)
     rates: dict[int, dict[int, float]] = {}
     same: dict[int, bool] = dict.fromkeys(args.queries, True)
     for n in args.curve:
@@ -381,6 +389,21 @@ def curve(args: argparse.Namespace, data_dir: Path) -> int:
         rates[n] = {q: rate(r["events"], r["wall_s"]) for q, r in got.items()}
         for q, r in got.items():
             same[q] = same[q] and r["hists"] == one[q]["hists"]
+    other: dict[int, float] = {}
+    if args.worker_cores:
+        print(f"  {top} worker processes, EVFLOW_CORES={args.worker_cores} ...", file=sys.stderr)
+        cluster, client = _cluster(top, {"EVFLOW_CORES": str(args.worker_cores)})
+        try:
+            client.wait_for_workers(top, timeout=120)
+            got = queries_on_cluster(
+                client, ins, warm, args.queries, args.step_size, args.kernels, args.best_of
+            )
+        finally:
+            client.close()
+            cluster.close()
+        other = {q: rate(r["events"], r["wall_s"]) for q, r in got.items()}
+        for q, r in got.items():
+            same[q] = same[q] and r["hists"] == one[q]["hists"]
     print(
         f"## Scaling, {fmt} (events/s; speed-up over one single-threaded process; efficiency = speed-up / processes)\n"
     )
@@ -393,14 +416,36 @@ def curve(args: argparse.Namespace, data_dir: Path) -> int:
                  for n in args.curve]  # fmt: skip
         print(f"| Q{q} | {ins[q].describe()} | {adl_bench.fmt_rate(base)} | " + " | ".join(cells)
               + f" | {'yes' if same[q] else 'DIFFERS'} |")  # fmt: skip
-    top = max(args.curve)
     print(f"\n### Targets at {top} processes: rate >= share x {top} x one process\n")
-    print("| query | efficiency | target | met? |")
-    print("| --- | ---: | ---: | --- |")
+    if ceiling:
+        print(f"(the machine's ceiling: {top} independent single-threaded processes at once, each pinned to its "
+              "core, each on an equal share of the events, with no distribution machinery)\n")  # fmt: skip
+        print(f"| query | efficiency | {top} independent processes: efficiency | cluster / independent "
+              "| target | met? |")  # fmt: skip
+        print("| --- | ---: | ---: | ---: | ---: | --- |")
+    else:
+        print("| query | efficiency | target | met? |")
+        print("| --- | ---: | ---: | --- |")
     for q in args.queries:
-        eff = rates[top][q] / rate(one[q]["events"], one[q]["wall_s"]) / top
+        base = rate(one[q]["events"], one[q]["wall_s"])
+        eff = rates[top][q] / base / top
         want = TARGET_EFFICIENCY.get(q, 0.8)
-        print(f"| Q{q} | {eff:.2f} | {want:.1f} | {'yes' if eff >= want else 'no'} |")
+        met = "yes" if eff >= want else "no"
+        if ceiling:
+            ind = rate(ceiling[q]["events"], ceiling[q]["wall_s"])
+            print(
+                f"| Q{q} | {eff:.2f} | {ind / base / top:.2f} | {rates[top][q] / ind:.2f} | {want:.1f} | {met} |"
+            )
+        else:
+            print(f"| Q{q} | {eff:.2f} | {want:.1f} | {met} |")
+    if other:
+        print(f"\n### {top} worker processes: each task's share of the cores (default) against "
+              f"EVFLOW_CORES={args.worker_cores} in every worker (its read-ahead up to that many + 1 threads)\n")  # fmt: skip
+        print(f"| query | default | EVFLOW_CORES={args.worker_cores} | default / other |")
+        print("| --- | ---: | ---: | ---: |")
+        for q in args.queries:
+            print(f"| Q{q} | {adl_bench.fmt_rate(rates[top][q])} | {adl_bench.fmt_rate(other[q])} | "
+                  f"{rates[top][q] / other[q]:.2f} |")  # fmt: skip
     print(f"\n(load average at end: {_load()}; benchmark took {time.perf_counter() - t_start:.0f} s)")
     return 0
 
@@ -431,6 +476,10 @@ def main() -> int:
     p.add_argument("--data-dir", default=os.environ.get("EVFLOW_BENCH_DATA", "/tmp/evflow-adl"))
     p.add_argument("--curve", nargs="+", type=int, default=None, metavar="N",
                    help="only the scaling curve: every query on clusters of N worker processes, for each N")  # fmt: skip
+    p.add_argument("--ceiling", action="store_true",
+                   help="with --curve: also the largest N as N independent single-threaded processes at once")  # fmt: skip
+    p.add_argument("--worker-cores", type=int, default=None, metavar="K",
+                   help="with --curve: the largest N again with EVFLOW_CORES=K in every worker (a comparison)")  # fmt: skip
     p.add_argument("--skip-queries", action="store_true")
     p.add_argument("--skip-coffea", action="store_true")
     p.add_argument("--skip-baselines", action="store_true")

@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+from ._cores import available_cores
 from ._modules import (
     Analyzer,
     Concurrency,
@@ -433,7 +434,8 @@ class Process:
         """Runs the process to the end of its source; returns a
         :class:`~evflow.Result` (cut-flow, histograms, report, outputs).
 
-        ``threads``: engine threads (default: every core). ``events_in_flight``:
+        ``threads``: engine threads (default: every core this process may use:
+        its CPU affinity, or ``EVFLOW_CORES``). ``events_in_flight``:
         batches processed at once (default ``threads + 2``); memory is
         bounded by it times the step size. ``progress``: ``True`` prints a
         progress line on stderr, or a function ``(batches, events)``
@@ -508,7 +510,7 @@ class Process:
         check_skims(self)  # before anything runs: nothing is written or deleted on a refusal
         return run_process(
             self,
-            threads=threads or os.cpu_count() or 1,
+            threads=threads or available_cores(),
             events_in_flight=events_in_flight,
             progress=progress,
             executor=executor,

@@ -142,6 +142,25 @@ def _check_workers(client: Any) -> tuple[int, int]:
     return max(1, len(workers)), max(1, sum(nthreads.values()))
 
 
+def _host_slots(client: Any) -> dict[str, int]:
+    """The task slots (worker threads) of each host of the cluster, summed
+    over its worker processes: a chunk task's share of its host's cores."""
+    from distributed.comm.addressing import get_address_host
+
+    slots: dict[str, int] = {}
+    try:
+        nthreads = client.nthreads()
+    except Exception:
+        return {}
+    for address, n in nthreads.items():
+        try:
+            host = get_address_host(address)
+        except ValueError:  # an address whose host cannot be told: its worker counts its own
+            continue
+        slots[host] = slots.get(host, 0) + max(1, int(n))
+    return slots
+
+
 def _slots(client: Any) -> int | None:
     """The cluster's threads now (workers come and go), or None if unknown."""
     try:
@@ -326,6 +345,8 @@ def run(
         statistics: str | None = None
         options = {
             "threads": threads or 1,
+            # Each chunk task reads with at most its share of its host's cores.
+            "host_slots": _host_slots(c),
             "events_in_flight": events_in_flight,
             "executor": executor,
             "on_error": "skip" if on_error == "skip" else "fail",

@@ -121,6 +121,20 @@ def _process(payload: bytes, token: str) -> Process:
     return proc
 
 
+def _slots_here(host_slots: dict[str, int] | None) -> int | None:
+    """The task slots on this worker's host (None outside a Dask worker, or
+    for a worker that joined after the run started: its own threads)."""
+    try:
+        from distributed import get_worker
+        from distributed.comm.addressing import get_address_host
+
+        worker = get_worker()
+        slots = (host_slots or {}).get(get_address_host(worker.address))
+    except (ImportError, ValueError):
+        return None
+    return slots if slots else max(1, int(getattr(worker.state, "nthreads", 1)))
+
+
 def _local_remotes(modules: dict[str, Any], labels: list[str]) -> dict[str, Any]:
     """The modules with the remote producers ``labels`` run locally (their
     requests would go to the cluster this chunk keeps busy: see
@@ -162,6 +176,7 @@ def run_chunk(
 ) -> dict[str, Any]:
     """Runs the analysis on ``chunk``; returns the chunk's raw result, or
     ``{"error": ...}`` naming the module, file and entry range."""
+    from .._cores import set_task_share
     from .._job import run_process
     from .._skim_types import read_declared
 
@@ -200,6 +215,7 @@ def run_chunk(
         part._declared = read_declared(declared)  # as every other chunk's part
         proc.outputs.append((part, select))
         parts.append(part)
+    set_task_share(_slots_here(options.get("host_slots")))
     try:
         res = run_process(
             proc,

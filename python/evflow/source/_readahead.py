@@ -3,12 +3,12 @@ by the :class:`ReadBalancer` (used by the ROOT and native Parquet sources)."""
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from .._cores import available_cores
 from ._common import Setting, _memory, _setting
 
 
@@ -48,7 +48,9 @@ class ReadBalancer:
       checkpoint without change doubles it (up to ``max_interval``).
 
     The balancer starts at ``start_workers`` (2) workers, at most
-    ``max_workers`` (cores + 1), and a depth of workers + 2. Fixed
+    ``max_workers`` (the cores this process may use, see
+    ``evflow._cores.available_cores``, + 1; counted when reading starts),
+    and a depth of workers + 2. Fixed
     ``workers`` / ``depth`` (integers) disable the adaptation of that knob;
     the measurements are still recorded. ``history`` holds one dict per
     checkpoint; :meth:`summary` says when the setting settled.
@@ -73,10 +75,9 @@ class ReadBalancer:
     ) -> None:
         self.fixed_workers = _setting(workers, "read_workers")
         self.fixed_depth = _setting(depth, "prefetch")
-        cores = os.cpu_count() or 2
-        # One more reader than cores: readers also wait (I/O, the GIL for uproot).
-        self.max_workers = max(1, max_workers or cores + 1, self.fixed_workers or 1)
-        self.start_workers = max(1, min(start_workers, self.max_workers))
+        self._max_workers = max_workers
+        self._start_workers = start_workers
+        self._limit_workers()
         self.memory = _memory(memory)
         self.first_interval = max(1, first_interval)
         self.max_interval = max(self.first_interval, max_interval)
@@ -88,6 +89,14 @@ class ReadBalancer:
         self.warmup = max(0, warmup)
         self.history: list[dict[str, Any]] = []
         self._reset()
+
+    def _limit_workers(self) -> None:
+        # The cores of the process that reads, when it reads: a source built
+        # on a Dask client runs on a worker, whose machine may differ.
+        cores = available_cores()
+        # One more reader than cores: readers also wait (I/O, the GIL for uproot).
+        self.max_workers = max(1, self._max_workers or cores + 1, self.fixed_workers or 1)
+        self.start_workers = max(1, min(self._start_workers, self.max_workers))
 
     def _reset(self) -> None:
         self.workers = self.fixed_workers or self.start_workers
@@ -105,6 +114,7 @@ class ReadBalancer:
 
     def start(self, units: int = 0) -> tuple[int, int, int, int]:
         """The first setting: ``(workers, depth, interval, max_workers)``."""
+        self._limit_workers()
         self._reset()
         self.history = []
         self._units = units
