@@ -466,7 +466,7 @@ fn adaptive_converges_to_the_oracle_order_within_two_percent_of_the_events() {
     let (used, planner) = drive(&p, &o, events);
     let joint = joint_of(&p, 0, events);
     let preds = preds_of(&p);
-    let oracle = model::best_order(&p.costs, &preds, &joint, 1 << 20).unwrap();
+    let oracle = model::best_order(&p.costs, &[], &preds, &joint, 1 << 20).unwrap();
     // After 2% of the events, the expected cost per event of the orders
     // used, sampled events charged with the work they did, is within 5% of
     // the oracle's.
@@ -477,7 +477,7 @@ fn adaptive_converges_to_the_oracle_order_within_two_percent_of_the_events() {
         total += if *sampled {
             *work
         } else {
-            model::expected_cost_order(&p.costs, order, &joint)
+            model::expected_cost_order(&p.costs, &[], order, &joint)
         };
     }
     let mean = total / (used.len() - start) as f64;
@@ -490,7 +490,7 @@ fn adaptive_converges_to_the_oracle_order_within_two_percent_of_the_events() {
     );
     // The written order is much worse: the test is not trivial.
     let written: Vec<usize> = (0..p.costs.len()).collect();
-    assert!(model::expected_cost_order(&p.costs, &written, &joint) > 1.5 * oracle.cost);
+    assert!(model::expected_cost_order(&p.costs, &[], &written, &joint) > 1.5 * oracle.cost);
     // Correlation: the twin (2) is useless once 1 ran, and the oracle knows it.
     let pos = |j| oracle.order.iter().position(|&x| x == j).unwrap();
     assert!(pos(1) < pos(2) || pos(2) < pos(1));
@@ -505,7 +505,7 @@ fn adaptive_follows_drift_to_the_new_oracle() {
     let (used, planner) = drive(&p, &o, events);
     let preds = preds_of(&p);
     let joint2 = joint_of(&p, half, events);
-    let oracle2 = model::best_order(&p.costs, &preds, &joint2, 1 << 20).unwrap();
+    let oracle2 = model::best_order(&p.costs, &[], &preds, &joint2, 1 << 20).unwrap();
     // From 5% of the events after the change on, the expected cost per
     // event (sampled events charged with the work they did) is within 5% of
     // the new oracle's.
@@ -516,7 +516,7 @@ fn adaptive_follows_drift_to_the_new_oracle() {
             if *sampled {
                 *work
             } else {
-                model::expected_cost_order(&p.costs, order, &joint2)
+                model::expected_cost_order(&p.costs, &[], order, &joint2)
             }
         })
         .collect();
@@ -598,13 +598,13 @@ fn expensive_steps_are_sampled_rarely_after_a_rejection() {
     let (used, planner) = drive(&p, &o, events);
     let joint = joint_of(&p, 0, events);
     let preds = preds_of(&p);
-    let oracle = model::best_order(&p.costs, &preds, &joint, 1 << 20).unwrap();
+    let oracle = model::best_order(&p.costs, &[], &preds, &joint, 1 << 20).unwrap();
     let start = (events as f64 * 0.02) as usize;
     let mut total = 0.0;
     let mut probes = 0;
     let mut cheap_samples = 0;
     for (e, (order, sampled, work)) in used.iter().enumerate().skip(start) {
-        let regular = model::expected_cost_order(&p.costs, order, &joint);
+        let regular = model::expected_cost_order(&p.costs, &[], order, &joint);
         total += if *sampled { *work } else { regular };
         if *sampled {
             cheap_samples += 1;
@@ -673,7 +673,7 @@ fn a_planner_started_from_another_ones_statistics_decides_before_its_first_event
     // Its first events cost what the settled order costs: no warm-up, no
     // written order. The first planner's first events cost far more.
     let joint = joint_of(&p, 5_000, 5_256);
-    let oracle = model::best_order(&p.costs, &preds_of(&p), &joint, 1 << 20).unwrap();
+    let oracle = model::best_order(&p.costs, &[], &preds_of(&p), &joint, 1 << 20).unwrap();
     let (warm, seeded) = (mean_work(&first_used[..256]), mean_work(&used));
     assert!(
         seeded <= 1.10 * oracle.cost,

@@ -187,7 +187,7 @@ fn mean_cost(d: &Driven, costs: &[f64], joint: &Joint, range: std::ops::Range<us
             if d.sampled[e] {
                 d.work[e]
             } else {
-                model::expected_cost_order(costs, &d.orders[e], joint)
+                model::expected_cost_order(costs, &[], &d.orders[e], joint)
             }
         })
         .sum();
@@ -200,10 +200,10 @@ fn a_noisy_cost_stream_does_not_flip_the_order() {
     let events = 20_000u64;
     let joint = p.joint(0, events);
     let preds = p.preds();
-    let oracle = model::best_order(&p.costs, &preds, &joint, 1 << 20).unwrap();
+    let oracle = model::best_order(&p.costs, &[], &preds, &joint, 1 << 20).unwrap();
     // Not trivial: the written order costs far more.
     let written: Vec<usize> = (0..p.costs.len()).collect();
-    assert!(model::expected_cost_order(&p.costs, &written, &joint) > 1.5 * oracle.cost);
+    assert!(model::expected_cost_order(&p.costs, &[], &written, &joint) > 1.5 * oracle.cost);
     // Six noise streams: 5% of the executions descheduled for milliseconds
     // (25 to 6000 times the cost of a step), the others ±25%.
     for noise in 0..6 {
@@ -221,7 +221,7 @@ fn a_noisy_cost_stream_does_not_flip_the_order() {
         // On (within 2% of) the oracle's order, and the whole run, warm-up
         // and sampling included, at most 3% above it.
         let last = d.orders.last().unwrap();
-        let settled = model::expected_cost_order(&p.costs, last, &joint);
+        let settled = model::expected_cost_order(&p.costs, &[], last, &joint);
         assert!(
             settled <= 1.02 * oracle.cost,
             "noise {noise}: settled on {last:?} ({settled:e}), oracle {:?} ({:e}); {history:#?}",
@@ -249,8 +249,8 @@ fn a_genuine_change_of_cost_still_moves_the_order() {
     let preds = p.preds();
     let joint = p.joint(half, events);
     let after = p.costs_at(half);
-    let oracle = model::best_order(&after, &preds, &joint, 1 << 20).unwrap();
-    let before = model::best_order(&p.costs, &preds, &p.joint(0, half), 1 << 20).unwrap();
+    let oracle = model::best_order(&after, &[], &preds, &joint, 1 << 20).unwrap();
+    let before = model::best_order(&p.costs, &[], &preds, &p.joint(0, half), 1 << 20).unwrap();
     assert_ne!(before.order, oracle.order, "the change must matter");
     let history = changes(&d.planner);
     assert!(

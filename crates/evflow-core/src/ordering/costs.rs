@@ -317,27 +317,35 @@ pub(crate) type Measured = Option<(f64, f64, usize)>;
 /// step; a step without measurement gets the pooled value, with an
 /// uncertainty as large as it.
 pub(crate) fn shrink(estimates: &[Measured]) -> Vec<(f64, f64)> {
+    let pool = pool(estimates);
+    estimates.iter().map(|e| shrink_towards(*e, pool)).collect()
+}
+
+/// The pooled cost of [`shrink`]: the median of the measured estimates
+/// (1 µs when none is).
+pub(crate) fn pool(estimates: &[Measured]) -> f64 {
     let mut known: Vec<f64> = estimates.iter().flatten().map(|e| e.0).collect();
     known.sort_unstable_by(f64::total_cmp);
-    let pool = if known.is_empty() {
+    if known.is_empty() {
         1e-6
     } else {
         known[(known.len() - 1) / 2]
-    };
-    estimates
-        .iter()
-        .map(|e| match *e {
-            None => (pool, pool),
-            Some((mean, se, n)) => {
-                let n = n as f64;
-                let w = n / (n + PRIOR_MEASUREMENTS);
-                let c = w * mean + (1.0 - w) * pool;
-                // The pooled part is uncertain by the distance it moved.
-                let se = (w * se).hypot((1.0 - w) * (pool - mean).abs());
-                (c.max(1e-9), se)
-            }
-        })
-        .collect()
+    }
+}
+
+/// One estimate shrunk towards `pool` as in [`shrink`].
+pub(crate) fn shrink_towards(estimate: Measured, pool: f64) -> (f64, f64) {
+    match estimate {
+        None => (pool, pool),
+        Some((mean, se, n)) => {
+            let n = n as f64;
+            let w = n / (n + PRIOR_MEASUREMENTS);
+            let c = w * mean + (1.0 - w) * pool;
+            // The pooled part is uncertain by the distance it moved.
+            let se = (w * se).hypot((1.0 - w) * (pool - mean).abs());
+            (c.max(1e-9), se)
+        }
+    }
 }
 
 /// Pseudo measurements of the pooled cost in [`shrink`].

@@ -2,6 +2,7 @@
 //! ([`Ideals`]) of the precedence constraints.
 
 use super::joint::Joint;
+use super::shared::{SharedCost, by_step, shared_charge};
 
 /// Outcome of [`best_order`].
 #[derive(Clone, Debug, PartialEq)]
@@ -18,18 +19,20 @@ pub struct DpResult {
 /// (the order ideals of the precedence DAG: at most `2^n`). `None` when
 /// there are more than `max_states` of them (or `n > 63`).
 ///
-/// Exact: for the given costs and distribution, no order respecting the
-/// constraints has a lower expected cost. Ties are broken towards the
-/// written order (lower step index first).
+/// Exact: for the given costs (`shared`: the producers several steps need,
+/// charged to the first of them to run) and distribution, no order
+/// respecting the constraints has a lower expected cost. Ties are broken
+/// towards the written order (lower step index first).
 pub fn best_order(
     costs: &[f64],
+    shared: &[SharedCost],
     preds: &[u64],
     joint: &Joint,
     max_states: usize,
 ) -> Option<DpResult> {
     let ideals = Ideals::new(preds, max_states)?;
     let pass = ideals.pass_table(joint);
-    Some(ideals.best_order(costs, &pass))
+    Some(ideals.best_order(costs, shared, &pass))
 }
 
 /// The feasible prefix sets (order ideals) of a precedence DAG and the
@@ -245,7 +248,11 @@ impl Ideals {
     /// The exact optimum given a pass table (from [`pass_table`](Self::pass_table)
     /// or any other estimate of `P(pass all of A)` per ideal). Ties are
     /// broken towards the lower step index.
-    pub fn best_order(&self, costs: &[f64], pass: &[f64]) -> DpResult {
+    ///
+    /// Adding step `j` to the ideal `A` costs `P(pass A)` times `j`'s cost
+    /// and that of the shared producers it needs that no step of `A` needs:
+    /// the cost depends on `A` only, so the programme stays exact.
+    pub fn best_order(&self, costs: &[f64], shared: &[SharedCost], pass: &[f64]) -> DpResult {
         let n = self.n;
         let states = self.sets.len();
         if n == 0 {
@@ -255,6 +262,7 @@ impl Ideals {
                 states,
             };
         }
+        let needs = by_step(n, shared);
         let mut f = vec![f64::INFINITY; states];
         let mut last = vec![u8::MAX; states];
         f[0] = 0.0;
@@ -264,10 +272,16 @@ impl Ideals {
                 continue;
             }
             let s = pass[i];
+            let a = self.sets[i];
             let (from, to) = (self.edge_start[i] as usize, self.edge_start[i + 1] as usize);
             for &(j, t) in &self.edges[from..to] {
                 let t = t as usize;
-                let value = base + costs[j as usize] * s;
+                let first_need: f64 = needs[j as usize]
+                    .iter()
+                    .filter(|(by, _)| by & a == 0)
+                    .map(|(_, c)| c)
+                    .sum();
+                let value = base + (costs[j as usize] + first_need) * s;
                 let current = f[t];
                 // Strictly better, or equal within rounding and an earlier step.
                 if value < current {
@@ -301,12 +315,18 @@ impl Ideals {
 
     /// Expected cost per event of a sequential order (which must respect
     /// the constraints) given a pass table.
-    pub fn order_cost(&self, costs: &[f64], pass: &[f64], order: &[usize]) -> f64 {
+    pub fn order_cost(
+        &self,
+        costs: &[f64],
+        shared: &[SharedCost],
+        pass: &[f64],
+        order: &[usize],
+    ) -> f64 {
         let mut done = 0u64;
         let mut cost = 0.0;
         for &j in order {
             let s = self.index_of(done).map_or(0.0, |i| pass[i]);
-            cost += costs[j] * s;
+            cost += (costs[j] + shared_charge(shared, done, 1 << j)) * s;
             done |= 1 << j;
         }
         cost

@@ -2,6 +2,7 @@
 //! levels, and the precedence utilities (closure, reduction, levels).
 
 use super::joint::Joint;
+use super::shared::{SharedCost, step_cost};
 
 /// A-Greedy (Babu et al., SIGMOD 2004), with precedence: repeatedly runs
 /// next the available step (all its predecessors placed) with the highest
@@ -9,7 +10,14 @@ use super::joint::Joint;
 /// placed so far)) / cost`, estimated on the samples that passed the steps
 /// placed so far. Without constraints this is the greedy 4-approximation of
 /// Munagala et al. (ICDT 2005); with constraints it carries no guarantee.
-pub fn greedy_order(costs: &[f64], preds: &[u64], joint: &Joint) -> Vec<usize> {
+/// A step's cost includes the shared producers it would be the first to
+/// need (`shared`), given the steps placed so far.
+pub fn greedy_order(
+    costs: &[f64],
+    shared: &[SharedCost],
+    preds: &[u64],
+    joint: &Joint,
+) -> Vec<usize> {
     let n = costs.len();
     let mut alive: Vec<(u64, f64)> = joint.masks.clone();
     let mut placed = 0u64;
@@ -17,8 +25,8 @@ pub fn greedy_order(costs: &[f64], preds: &[u64], joint: &Joint) -> Vec<usize> {
     while order.len() < n {
         let weight: f64 = alive.iter().map(|(_, w)| w).sum();
         let mut best: Option<(f64, usize)> = None;
-        for j in 0..n {
-            if placed & 1 << j != 0 || preds[j] & !placed != 0 {
+        for (j, &p) in preds.iter().enumerate().take(n) {
+            if placed & 1 << j != 0 || p & !placed != 0 {
                 continue;
             }
             let drop = if weight > 0.0 {
@@ -32,15 +40,16 @@ pub fn greedy_order(costs: &[f64], preds: &[u64], joint: &Joint) -> Vec<usize> {
                 0.0
             };
             // Score: drop per cost; free steps first; then cheapest.
-            let score = if costs[j] > 0.0 {
-                drop / costs[j]
+            let cost = step_cost(costs, shared, placed, j);
+            let score = if cost > 0.0 {
+                drop / cost
             } else {
                 f64::INFINITY
             };
             let score = if weight > 0.0 && drop > 0.0 {
                 score
             } else {
-                -costs[j]
+                -cost
             };
             if best.is_none_or(|(s, _)| score > s) {
                 best = Some((score, j));

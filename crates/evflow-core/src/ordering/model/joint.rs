@@ -1,6 +1,8 @@
 //! The empirical joint pass distribution of a path's steps, and the
 //! expected cost of an order under it.
 
+use super::shared::{SharedCost, shared_charge};
+
 /// The empirical joint pass distribution: a weighted list of distinct
 /// decision vectors (bit `j` set when step `j` passes), one per measured
 /// event ("sample").
@@ -104,26 +106,37 @@ impl Joint {
 
 /// Expected cost per event of running `groups` one after the other (the
 /// steps of a group all run once the group is reached), the event stopping
-/// after the first group with a rejection.
-pub fn expected_cost(costs: &[f64], groups: &[Vec<usize>], joint: &Joint) -> f64 {
+/// after the first group with a rejection; a shared producer costs once,
+/// with the first group that needs it.
+pub fn expected_cost(
+    costs: &[f64],
+    shared: &[SharedCost],
+    groups: &[Vec<usize>],
+    joint: &Joint,
+) -> f64 {
     let mut passed = 0u64;
     let mut cost = 0.0;
     for group in groups {
         let reach = joint.pass_all(passed);
-        cost += reach * group.iter().map(|&j| costs[j]).sum::<f64>();
-        for &j in group {
-            passed |= 1 << j;
-        }
+        let bits = group.iter().fold(0u64, |b, &j| b | 1 << j);
+        let own = group.iter().map(|&j| costs[j]).sum::<f64>();
+        cost += reach * (own + shared_charge(shared, passed, bits));
+        passed |= bits;
     }
     cost
 }
 
 /// Expected cost per event of a sequential order.
-pub fn expected_cost_order(costs: &[f64], order: &[usize], joint: &Joint) -> f64 {
+pub fn expected_cost_order(
+    costs: &[f64],
+    shared: &[SharedCost],
+    order: &[usize],
+    joint: &Joint,
+) -> f64 {
     let mut passed = 0u64;
     let mut cost = 0.0;
     for &j in order {
-        cost += joint.pass_all(passed) * costs[j];
+        cost += joint.pass_all(passed) * (costs[j] + shared_charge(shared, passed, 1 << j));
         passed |= 1 << j;
     }
     cost

@@ -222,7 +222,7 @@ impl OrderingPlanner {
         }
         let prior = PRIOR_SAMPLES / (PRIOR_SAMPLES + samples.len() as f64);
         let pm = PassModel::new(joint, d.ideals.as_ref(), q, prior);
-        let cur_cost = pm.cost(&st.costs, &cur.groups);
+        let cur_cost = pm.cost(&st.costs, &st.shared, &cur.groups);
         let mut changed = false;
         let mut in_force = cur.clone();
         let mut cost = cur_cost;
@@ -230,24 +230,26 @@ impl OrderingPlanner {
         if samples.len() >= MIN_SAMPLES_TO_REORDER {
             let (order, method) = match &d.ideals {
                 Some(ideals) => {
-                    let dp = ideals.best_order(&st.costs, &pm.table);
+                    let dp = ideals.best_order(&st.costs, &st.shared, &pm.table);
                     (
                         dp.order,
                         format!("exact DP over {} feasible prefix sets", dp.states),
                     )
                 }
                 None => (
-                    model::greedy_order(&st.costs, &d.preds, &pm.joint),
+                    model::greedy_order(&st.costs, &st.shared, &d.preds, &pm.joint),
                     "A-Greedy (too many prefix sets for the exact search)".to_string(),
                 ),
             };
             let groups = group_expensive(&order, &st.costs, &d.preds, t.concurrent_above_s);
-            let new_cost = pm.cost(&st.costs, &groups);
+            let new_cost = pm.cost(&st.costs, &st.shared, &groups);
             // Orders compete on their sequential cost; the grouping (a latency
             // option that costs work) is applied to the winner.
             let cur_order: Vec<usize> = cur.order.iter().map(|&i| i as usize).collect();
-            let seq =
-                |o: &[usize]| pm.cost(&st.costs, &o.iter().map(|&j| vec![j]).collect::<Vec<_>>());
+            let seq = |o: &[usize]| {
+                let groups: Vec<Vec<usize>> = o.iter().map(|&j| vec![j]).collect();
+                pm.cost(&st.costs, &st.shared, &groups)
+            };
             let (cur_seq, new_seq) = (seq(&cur_order), seq(&order));
             // Switch only when the expected gain exceeds the switching cost
             // (`min_gain`) plus its uncertainty: that of the step costs
@@ -255,7 +257,14 @@ impl OrderingPlanner {
             // orders' costs) combined with that of the pass table (about
             // 1/√samples relative).
             let gain = cur_seq - new_seq;
-            let sigma_costs = gap_sigma(&pm, &st.cost_se, &cur_order, &order);
+            let sigma_costs = gap_sigma(
+                &pm,
+                &st.cost_se,
+                &st.shared,
+                &st.shared_se,
+                &cur_order,
+                &order,
+            );
             let sigma_pass = NOISE_GAIN / (samples.len() as f64).sqrt() * cur_seq;
             let needed = t.min_gain * cur_seq + (SWITCH_Z * sigma_costs).hypot(sigma_pass);
             // An order its own stop counts refuted is not taken again
@@ -409,7 +418,7 @@ impl OrderingPlanner {
                 }
                 reject.push((reach - pm.pass(passed).clamp(0.0, 1.0)).max(0.0));
             }
-            expected = pm.cost(&st.costs, &cur.groups);
+            expected = pm.cost(&st.costs, &st.shared, &cur.groups);
         }
         // What measuring each step after a rejection costs per sampled
         // event. From the costliest down, a step is expensive while that
@@ -420,11 +429,25 @@ impl OrderingPlanner {
         // other steps' (`costs::shrink`, there to keep one noisy timing from
         // deciding the order): a 1 ms step timed once counts as 1 ms here,
         // not as a quarter of it, and is not measured after every rejection
-        // of the warm-up.
-        let measured: Vec<f64> = (0..n)
+        // of the warm-up. A step measured so also runs the shared producers
+        // it needs that the event did not run: those whose first step in
+        // the order in force comes after the rejection (a 1 µs cut fed by a
+        // 100 µs producer costs 101 µs to measure there, even when another
+        // cut runs the producer first in the regular plan).
+        let mut measured: Vec<f64> = (0..n)
             .map(|j| st.costs[j].max(st.decided_costs[j]))
             .collect();
-        let probe: Vec<f64> = (0..n).map(|j| measured[j] * after_reject[j]).collect();
+        let mut probe: Vec<f64> = (0..n).map(|j| measured[j] * after_reject[j]).collect();
+        let in_force: Vec<usize> = cur.groups.iter().flatten().copied().collect();
+        for s in &st.shared {
+            let Some(&first) = in_force.iter().find(|&&j| s.needed_by >> j & 1 == 1) else {
+                continue;
+            };
+            for j in (0..n).filter(|&j| s.needed_by >> j & 1 == 1) {
+                probe[j] += s.cost * after_reject[first];
+                measured[j] += s.cost;
+            }
+        }
         let mut by_cost: Vec<usize> = (0..n).filter(|&j| st.cost_known[j]).collect();
         by_cost.sort_by(|&a, &b| probe[b].total_cmp(&probe[a]));
         let mut heavy: Vec<bool> = (0..n).map(|j| !st.cost_known[j]).collect();
@@ -465,8 +488,7 @@ impl OrderingPlanner {
         // budget (whatever the stability of the order).
         st.targeted.clear();
         if !st.learning && !st.contender.is_empty() {
-            let cur_order: Vec<usize> = cur.groups.iter().flatten().copied().collect();
-            let mut jumped = jumped(&cur_order, &st.contender);
+            let mut jumped = jumped(&in_force, &st.contender);
             let mut probe_targeted = 0.0;
             for (j, by) in jumped.iter_mut().enumerate() {
                 if heavy[j] {

@@ -20,6 +20,7 @@
 //! * `stats`: the counters of the hot paths, the sampled decision vectors,
 //!   the pass model and the sampling rates (statistics and sampling);
 //! * `state`: the plans in force of each path and its checkpoint state;
+//! * `needs`: the producers only one step needs, and those several do;
 //! * `adaptive`: the checkpoint and the decision algorithms (the exact DP
 //!   over feasible prefix sets, the rank rule, A-Greedy, via `model`);
 //! * `drift`: the drift test and re-learning;
@@ -32,6 +33,7 @@ mod adaptive;
 mod drift;
 mod exchange;
 mod hepframe;
+mod needs;
 mod report;
 mod robust;
 mod state;
@@ -52,6 +54,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, Ordering::Re
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
+use self::needs::*;
 use self::state::*;
 use self::stats::*;
 use super::costs::{self, Ring};
@@ -97,6 +100,20 @@ impl OrderingPlanner {
         let owners = private_owners(graph);
         let mut wants = vec![false; n_modules];
         let tuning = &options.tuning;
+        let dynamic: Vec<bool> = graph
+            .paths
+            .iter()
+            .map(|p| options.policy_of(p) != Policy::Fixed && (2..=64).contains(&p.steps.len()))
+            .collect();
+        // Only `adaptive` charges the producers its steps share.
+        let adaptive: Vec<&[ModuleIdx]> = graph
+            .paths
+            .iter()
+            .zip(&dynamic)
+            .filter(|(p, dy)| **dy && options.policy_of(p) == Policy::Adaptive)
+            .map(|(p, _)| p.steps.as_slice())
+            .collect();
+        let mut shared_of = shared_producers(graph, &adaptive).into_iter();
         let paths = graph
             .paths
             .iter()
@@ -111,7 +128,7 @@ impl OrderingPlanner {
                     }
                 }
                 let initial = topological_written(&preds);
-                if policy == Policy::Fixed || !(2..=64).contains(&n) {
+                if !dynamic[p] {
                     let plan = if path.reorderable && n <= 64 {
                         PathPlan::sequence(initial.iter().map(|&i| path.steps[i]))
                     } else {
@@ -132,10 +149,18 @@ impl OrderingPlanner {
                         list
                     })
                     .collect();
+                let shared = if policy == Policy::Adaptive {
+                    shared_of.next().unwrap_or_default()
+                } else {
+                    Vec::new()
+                };
                 for list in &attributed {
                     for &m in list {
                         wants[m] = true;
                     }
+                }
+                for &(m, _) in &shared {
+                    wants[m] = true;
                 }
                 let groups: Vec<Vec<usize>> = initial.iter().map(|&i| vec![i]).collect();
                 // Before any cost is known: `hepframe` samples every event
@@ -178,35 +203,9 @@ impl OrderingPlanner {
                         total: 0,
                         extra_log: Vec::new(),
                     }),
-                    state: Mutex::new(State {
-                        interval: tuning.min_interval.max(1),
-                        next_decision: first_decision(policy, tuning),
-                        decisions: 0,
-                        learning: true,
-                        phase_start: 0,
-                        costs: vec![0.0; n],
-                        cost_se: vec![0.0; n],
-                        decided_costs: vec![f64::NAN; n],
-                        rejected: vec![0; n],
-                        cost_known: vec![false; n],
-                        rates: first_rates,
-                        targeted: Vec::new(),
-                        heavy: vec![true; n],
-                        probe: vec![0.0; n],
-                        hep_reached: vec![0.0; n],
-                        hep_passed: vec![0.0; n],
-                        expected_s: 0.0,
-                        drift_note: None,
-                        cost_note: None,
-                        drift: DriftState::default(),
-                        stable: 0,
-                        contender: Vec::new(),
-                        archive: Vec::new(),
-                        imported: None,
-                        trial: None,
-                        refuted: Vec::new(),
-                    }),
+                    state: Mutex::new(State::new(n, policy, tuning, first_rates, &shared)),
                     attributed,
+                    shared,
                 }))
             })
             .collect();

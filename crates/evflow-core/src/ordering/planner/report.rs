@@ -38,6 +38,30 @@ impl OrderingPlanner {
                 format!("{} {}", self.labels[d.steps[i]], micros(st.costs[i]))
             })
             .collect();
+        let mut flow = flow.join(", ");
+        if !d.shared.is_empty() {
+            let shared: Vec<String> = d
+                .shared
+                .iter()
+                .zip(&st.shared)
+                .map(|(&(m, by), c)| {
+                    let steps: Vec<&str> = (0..d.steps.len())
+                        .filter(|&i| by >> i & 1 == 1)
+                        .map(|i| self.labels[d.steps[i]].as_str())
+                        .collect();
+                    format!(
+                        "{} {} (for {})",
+                        self.labels[m],
+                        micros(c.cost),
+                        steps.join(", ")
+                    )
+                })
+                .collect();
+            flow = format!(
+                "{flow}; shared producers, charged to the first step that needs them: {}",
+                shared.join(", ")
+            );
+        }
         let extra_list: Vec<String> = cur
             .order
             .iter()
@@ -123,7 +147,7 @@ impl OrderingPlanner {
                 } else {
                     "weights from pass rates on the events reaching each step".to_string()
                 },
-                flow.join(", "),
+                flow,
                 st.rejected.iter().sum::<u64>(),
                 rates,
                 extra_list.join(", "),

@@ -9,7 +9,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use super::OrderingPlanner;
 use super::state::*;
 use super::stats::*;
+use crate::graph::ModuleIdx;
 use crate::ordering::costs;
+use crate::ordering::model::SharedCost;
 
 /// Standard errors of the cost difference between two orders that their
 /// expected gain must exceed (on top of the switching cost) for a switch.
@@ -106,8 +108,45 @@ impl OrderingPlanner {
         (est, rejected)
     }
 
+    /// The robust cost per execution of each producer of `Dyn::shared`,
+    /// like a step's own. On batches, a call computes the events of the
+    /// first step that needs it, which saw the most events per call among
+    /// its steps: a timing per call is spread over those (a timing per
+    /// event seen, from a probe, is taken as it is).
+    pub(super) fn measure_shared(&self, d: &Dyn) -> Vec<costs::Measured> {
+        let mut buf = Vec::with_capacity(costs::RING);
+        let mut batch = Vec::with_capacity(costs::RING);
+        d.shared
+            .iter()
+            .map(|&(m, by)| {
+                if let Some(ring) = &self.batch_rings[m] {
+                    ring.snapshot(&mut buf);
+                    batch.clear();
+                    batch.extend(buf.iter().map(|&v| costs::unpack_batch(v)));
+                    if let Some((e, weight)) = costs::robust_batch_cost(&mut batch) {
+                        return Some((e.mean_s, e.se_s, weight as usize));
+                    }
+                }
+                let ring = self.rings[m].as_ref()?;
+                ring.snapshot(&mut buf);
+                let e = costs::robust_cost(&mut buf)?;
+                let per = (0..d.steps.len())
+                    .filter(|&i| by >> i & 1 == 1)
+                    .filter_map(|i| {
+                        let seen = d.batch_seen[i].load(Relaxed);
+                        (seen > 0).then(|| d.batch_runs[i].load(Relaxed) as f64 / seen as f64)
+                    })
+                    .reduce(f64::min)
+                    .unwrap_or(1.0);
+                Some((e.mean_s * per, e.se_s * per, e.kept))
+            })
+            .collect()
+    }
+
     /// Updates the per-step cost estimates (robust, shrunk towards the
-    /// other steps while measured on few executions).
+    /// other steps while measured on few executions), and those of the
+    /// producers several steps need (shrunk towards the steps' alike; one
+    /// never timed costs nothing until it is).
     pub(super) fn update_costs(&self, d: &Dyn, st: &mut State) {
         let (mut est, rejected) = self.measure_costs(d);
         if let Some(imp) = &st.imported {
@@ -120,6 +159,19 @@ impl OrderingPlanner {
             st.costs[i] = c;
             st.cost_se[i] = se;
             st.decided_costs[i] = est[i].map_or(f64::NAN, |e| e.0);
+        }
+        let pool = costs::pool(&est);
+        for (k, e) in self.measure_shared(d).into_iter().enumerate() {
+            let (c, se) = match e {
+                Some(_) => costs::shrink_towards(e, pool),
+                None => (0.0, 0.0),
+            };
+            st.shared[k] = SharedCost {
+                needed_by: d.shared[k].1,
+                cost: c,
+            };
+            st.shared_se[k] = se;
+            st.decided_shared[k] = e.map_or(f64::NAN, |e| e.0);
         }
         st.rejected = rejected;
     }
@@ -134,39 +186,13 @@ impl OrderingPlanner {
     pub(super) fn cost_shift_check(&self, d: &Dyn, st: &mut State, n_obs: u64) {
         let mut buf = Vec::with_capacity(COST_RECENT);
         for (i, list) in d.attributed.iter().enumerate() {
+            if self.batch_step(d, i) {
+                continue;
+            }
             let before = st.decided_costs[i];
-            if !before.is_finite() || self.batch_step(d, i) {
+            let Some(now) = self.cost_shift(list, before, &mut buf) else {
                 continue;
-            }
-            let (mut now, mut var, mut kept) = (0.0, 0.0, usize::MAX);
-            for (k, &m) in list.iter().enumerate() {
-                let Some(ring) = &self.rings[m] else { continue };
-                ring.recent(COST_RECENT, &mut buf);
-                if let Some(e) = costs::robust_cost(&mut buf) {
-                    now += e.mean_s;
-                    var += e.se_s * e.se_s;
-                    if k == 0 {
-                        kept = e.kept;
-                    }
-                }
-            }
-            if kept < COST_RECENT / 2
-                || (now - before).abs() <= (COST_SHIFT * before).max(COST_SHIFT_Z * var.sqrt())
-            {
-                continue;
-            }
-            for &m in list {
-                if let Some(ring) = &self.rings[m] {
-                    ring.keep_recent(COST_RECENT);
-                    // Timed on every execution again for a while, as at the
-                    // start, so that the new cost is known within tens of
-                    // executions rather than hundreds of strided ones.
-                    self.every_until[m].store(ring.pushed() + COST_EARLY_CALLS, Relaxed);
-                    if self.cost_mode[m].load(Relaxed) == COST_STRIDED {
-                        self.cost_mode[m].store(COST_EVERY, Relaxed);
-                    }
-                }
-            }
+            };
             st.cost_note = Some(format!(
                 "running time of '{}' changed from {} to {} at event {n_obs}",
                 self.labels[d.steps[i]],
@@ -177,14 +203,81 @@ impl OrderingPlanner {
             st.next_decision = st.next_decision.min(n_obs);
             st.interval = self.tuning.min_interval.max(1);
         }
+        for (k, &(m, by)) in d.shared.iter().enumerate() {
+            if (0..d.steps.len()).any(|i| by >> i & 1 == 1 && self.batch_step(d, i)) {
+                continue;
+            }
+            let before = st.decided_shared[k];
+            let Some(now) = self.cost_shift(&[m], before, &mut buf) else {
+                continue;
+            };
+            st.cost_note = Some(format!(
+                "running time of the shared producer '{}' changed from {} to {} at event {n_obs}",
+                self.labels[m],
+                micros(before),
+                micros(now)
+            ));
+            st.decided_shared[k] = now;
+            st.next_decision = st.next_decision.min(n_obs);
+            st.interval = self.tuning.min_interval.max(1);
+        }
+    }
+
+    /// The robust cost of the recent measurements of `list` (a step and
+    /// its private producers, or a shared producer) when it moved clearly
+    /// from `before`; the older measurements are then forgotten and the
+    /// next `COST_EARLY_CALLS` executions of each module all timed.
+    fn cost_shift(&self, list: &[ModuleIdx], before: f64, buf: &mut Vec<u64>) -> Option<f64> {
+        if !before.is_finite() {
+            return None;
+        }
+        let (mut now, mut var, mut kept) = (0.0, 0.0, usize::MAX);
+        for (k, &m) in list.iter().enumerate() {
+            let Some(ring) = &self.rings[m] else { continue };
+            ring.recent(COST_RECENT, buf);
+            if let Some(e) = costs::robust_cost(buf) {
+                now += e.mean_s;
+                var += e.se_s * e.se_s;
+                if k == 0 {
+                    kept = e.kept;
+                }
+            }
+        }
+        if kept < COST_RECENT / 2
+            || (now - before).abs() <= (COST_SHIFT * before).max(COST_SHIFT_Z * var.sqrt())
+        {
+            return None;
+        }
+        for &m in list {
+            if let Some(ring) = &self.rings[m] {
+                ring.keep_recent(COST_RECENT);
+                // Timed on every execution again for a while, as at the
+                // start, so that the new cost is known within tens of
+                // executions rather than hundreds of strided ones.
+                self.every_until[m].store(ring.pushed() + COST_EARLY_CALLS, Relaxed);
+                if self.cost_mode[m].load(Relaxed) == COST_STRIDED {
+                    self.cost_mode[m].store(COST_EVERY, Relaxed);
+                }
+            }
+        }
+        Some(now)
     }
 }
 
 /// Standard error of the difference of the expected costs of two orders
-/// due to the step costs' uncertainty: the difference is
+/// due to the cost estimates' uncertainty: the difference is
 /// `Σ_j c_j (reach_a(j) − reach_b(j))`, with `reach(j)` the probability
-/// that an event reaches step `j` along the order.
-pub(super) fn gap_sigma(pm: &PassModel, se: &[f64], a: &[usize], b: &[usize]) -> f64 {
+/// that an event reaches step `j` along the order, plus, per shared
+/// producer (`shared`, standard errors `shared_se`), its cost times the
+/// difference of the reach of the first of its steps in each order.
+pub(super) fn gap_sigma(
+    pm: &PassModel,
+    se: &[f64],
+    shared: &[SharedCost],
+    shared_se: &[f64],
+    a: &[usize],
+    b: &[usize],
+) -> f64 {
     let reach = |order: &[usize]| {
         let mut r = vec![0.0; se.len()];
         let mut passed = 0u64;
@@ -195,11 +288,24 @@ pub(super) fn gap_sigma(pm: &PassModel, se: &[f64], a: &[usize], b: &[usize]) ->
         r
     };
     let (ra, rb) = (reach(a), reach(b));
-    se.iter()
+    // The reach of the first step of `order` among `by`.
+    let first = |order: &[usize], r: &[f64], by: u64| {
+        order
+            .iter()
+            .find(|&&j| by >> j & 1 == 1)
+            .map_or(0.0, |&j| r[j])
+    };
+    let steps: f64 = se
+        .iter()
         .zip(ra.iter().zip(&rb))
         .map(|(s, (x, y))| (s * (x - y)).powi(2))
-        .sum::<f64>()
-        .sqrt()
+        .sum();
+    let producers: f64 = shared
+        .iter()
+        .zip(shared_se)
+        .map(|(p, s)| (s * (first(a, &ra, p.needed_by) - first(b, &rb, p.needed_by))).powi(2))
+        .sum();
+    (steps + producers).sqrt()
 }
 
 /// Per step: the steps before it in order `a` that are not before it in

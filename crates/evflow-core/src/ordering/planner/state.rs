@@ -9,9 +9,9 @@ use std::sync::atomic::{
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::stats::*;
-use crate::graph::{Graph, ModuleIdx};
-use crate::ordering::model::Ideals;
-use crate::ordering::policy::Policy;
+use crate::graph::ModuleIdx;
+use crate::ordering::model::{Ideals, SharedCost};
+use crate::ordering::policy::{Policy, Tuning};
 use crate::schedule::PathPlan;
 
 pub(super) enum Slot {
@@ -48,6 +48,10 @@ pub(super) struct Dyn {
     /// Per position: the modules whose running time counts as the step's
     /// (the step and the producers only it needs).
     pub(super) attributed: Vec<Vec<ModuleIdx>>,
+    /// The producers that several steps need (and nothing outside the
+    /// path), with the steps (bit set of positions): timed on their own
+    /// and charged to the first of those steps in the order.
+    pub(super) shared: Vec<(ModuleIdx, u64)>,
     pub(super) seed: u64,
     /// The feasible prefix sets, for the exact search (`None`: too many,
     /// A-Greedy).
@@ -166,6 +170,12 @@ pub(super) struct State {
     pub(super) rejected: Vec<u64>,
     /// Per position: whether the step's cost was measured yet.
     pub(super) cost_known: Vec<bool>,
+    /// Per producer of `Dyn::shared`: its estimated cost (robust, shrunk as
+    /// the steps'; 0 until timed), the steps needing it, its standard
+    /// error, and its robust cost at the last decision.
+    pub(super) shared: Vec<SharedCost>,
+    pub(super) shared_se: Vec<f64>,
+    pub(super) decided_shared: Vec<f64>,
     /// Per position: the sampling rate after a rejection in force, whether
     /// the step counts as expensive to sample, and what sampling it costs
     /// per sampled event.
@@ -247,6 +257,53 @@ pub(super) struct Refuted {
 }
 
 impl State {
+    /// The state of a path of `n` steps before its first checkpoint.
+    pub(super) fn new(
+        n: usize,
+        policy: Policy,
+        tuning: &Tuning,
+        first_rates: Vec<f64>,
+        shared: &[(ModuleIdx, u64)],
+    ) -> Self {
+        Self {
+            interval: tuning.min_interval.max(1),
+            next_decision: first_decision(policy, tuning),
+            decisions: 0,
+            learning: true,
+            phase_start: 0,
+            costs: vec![0.0; n],
+            cost_se: vec![0.0; n],
+            decided_costs: vec![f64::NAN; n],
+            rejected: vec![0; n],
+            cost_known: vec![false; n],
+            shared: shared
+                .iter()
+                .map(|&(_, needed_by)| SharedCost {
+                    needed_by,
+                    cost: 0.0,
+                })
+                .collect(),
+            shared_se: vec![0.0; shared.len()],
+            decided_shared: vec![f64::NAN; shared.len()],
+            rates: first_rates,
+            targeted: Vec::new(),
+            heavy: vec![true; n],
+            probe: vec![0.0; n],
+            hep_reached: vec![0.0; n],
+            hep_passed: vec![0.0; n],
+            expected_s: 0.0,
+            drift_note: None,
+            cost_note: None,
+            drift: DriftState::default(),
+            stable: 0,
+            contender: Vec::new(),
+            archive: Vec::new(),
+            imported: None,
+            trial: None,
+            refuted: Vec::new(),
+        }
+    }
+
     /// The targeted sampling rates in force.
     pub(super) fn targets<'a>(&'a self, preds: &'a [u64]) -> Targets<'a> {
         Targets {
@@ -428,45 +485,6 @@ pub(super) fn group_expensive(
         groups.push(vec![j]);
     }
     groups
-}
-
-/// For each module: the one path step or end-path module that needs it
-/// (directly or through products), when exactly one does.
-pub(super) fn private_owners(graph: &Graph) -> Vec<Option<ModuleIdx>> {
-    let n = graph.modules.len();
-    let mut owner: Vec<Option<ModuleIdx>> = vec![None; n];
-    let mut shared = vec![false; n];
-    let mut roots: Vec<ModuleIdx> = graph
-        .paths
-        .iter()
-        .flat_map(|p| p.steps.iter().copied())
-        .chain(graph.end_steps.iter().map(|e| e.module))
-        .collect();
-    roots.sort_unstable();
-    roots.dedup();
-    for &root in &roots {
-        let mut seen = vec![false; n];
-        let mut stack = graph.modules[root].prereqs.clone();
-        while let Some(m) = stack.pop() {
-            if std::mem::replace(&mut seen[m], true) {
-                continue;
-            }
-            match owner[m] {
-                None if !shared[m] => owner[m] = Some(root),
-                Some(o) if o != root => {
-                    owner[m] = None;
-                    shared[m] = true;
-                }
-                _ => {}
-            }
-            stack.extend(graph.modules[m].prereqs.iter().copied());
-        }
-    }
-    // A module that is itself a root is not a private producer of another.
-    for &root in &roots {
-        owner[root] = None;
-    }
-    owner
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -7,7 +7,7 @@ use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
-use crate::ordering::model::{Ideals, Joint};
+use crate::ordering::model::{Ideals, Joint, SharedCost, shared_charge};
 use crate::ordering::policy::{Policy, Tuning};
 
 /// After its first [`COST_EARLY_CALLS`] executions, one execution of a
@@ -253,16 +253,17 @@ impl<'a> PassModel<'a> {
             }
         }
     }
-    /// Expected cost per event of running `groups` one after the other.
-    pub(super) fn cost(&self, costs: &[f64], groups: &[Vec<usize>]) -> f64 {
+    /// Expected cost per event of running `groups` one after the other, a
+    /// shared producer charged to the first group that needs it.
+    pub(super) fn cost(&self, costs: &[f64], shared: &[SharedCost], groups: &[Vec<usize>]) -> f64 {
         let mut passed = 0u64;
         let mut cost = 0.0;
         for group in groups {
             let reach = self.pass(passed);
-            cost += reach * group.iter().map(|&j| costs[j]).sum::<f64>();
-            for &j in group {
-                passed |= 1 << j;
-            }
+            let bits = group.iter().fold(0u64, |b, &j| b | 1 << j);
+            let own = group.iter().map(|&j| costs[j]).sum::<f64>();
+            cost += reach * (own + shared_charge(shared, passed, bits));
+            passed |= bits;
         }
         cost
     }

@@ -17,6 +17,7 @@
 use super::OrderingPlanner;
 use super::state::*;
 use super::stats::*;
+use crate::ordering::model;
 
 /// A prediction is refuted at `VERIFY_Z` standard deviations
 /// (likelihood-ratio test) and a difference of pass rate beyond
@@ -134,9 +135,18 @@ impl OrderingPlanner {
             ));
         }
         let previous: Vec<usize> = trial.previous.iter().flatten().copied().collect();
-        let (after, after_var) = counted_cost(&stops, &trial.order, &st.costs, trial.moved);
-        let (before, before_var) =
-            counted_cost(&trial.previous_stops, &previous, &st.costs, trial.moved);
+        // A step whose place changed may be the first to need a shared
+        // producer in one order and not in the other: each order charges
+        // its own.
+        let charged = |order: &[usize]| model::charged_costs(&st.costs, &st.shared, order);
+        let (after, after_var) =
+            counted_cost(&stops, &trial.order, &charged(&trial.order), trial.moved);
+        let (before, before_var) = counted_cost(
+            &trial.previous_stops,
+            &previous,
+            &charged(&previous),
+            trial.moved,
+        );
         if after - before <= UNDO_Z * (after_var + before_var).sqrt() {
             return;
         }

@@ -1,0 +1,105 @@
+//! Which producers each step of a path needs: those only it needs (its
+//! cost includes theirs) and those several steps of the path need (charged
+//! to the first of them to run, `model::SharedCost`).
+
+use crate::graph::{Graph, ModuleIdx};
+
+/// The path steps and end-path modules: what makes producers run.
+fn roots(graph: &Graph) -> Vec<ModuleIdx> {
+    let mut roots: Vec<ModuleIdx> = graph
+        .paths
+        .iter()
+        .flat_map(|p| p.steps.iter().copied())
+        .chain(graph.end_steps.iter().map(|e| e.module))
+        .collect();
+    roots.sort_unstable();
+    roots.dedup();
+    roots
+}
+
+/// The modules `root` needs, directly or through products.
+fn needed_by(graph: &Graph, root: ModuleIdx, seen: &mut [bool]) -> Vec<ModuleIdx> {
+    seen.fill(false);
+    let mut out = Vec::new();
+    let mut stack = graph.modules[root].prereqs.clone();
+    while let Some(m) = stack.pop() {
+        if std::mem::replace(&mut seen[m], true) {
+            continue;
+        }
+        out.push(m);
+        stack.extend(graph.modules[m].prereqs.iter().copied());
+    }
+    out
+}
+
+/// For each module: the one path step or end-path module that needs it
+/// (directly or through products), when exactly one does.
+pub(super) fn private_owners(graph: &Graph) -> Vec<Option<ModuleIdx>> {
+    let n = graph.modules.len();
+    let mut owner: Vec<Option<ModuleIdx>> = vec![None; n];
+    let mut shared = vec![false; n];
+    let roots = roots(graph);
+    let mut seen = vec![false; n];
+    for &root in &roots {
+        for m in needed_by(graph, root, &mut seen) {
+            match owner[m] {
+                None if !shared[m] => owner[m] = Some(root),
+                Some(o) if o != root => {
+                    owner[m] = None;
+                    shared[m] = true;
+                }
+                _ => {}
+            }
+        }
+    }
+    // A module that is itself a root is not a private producer of another.
+    for &root in &roots {
+        owner[root] = None;
+    }
+    owner
+}
+
+/// Per path of `paths` (its steps, at most 64): the producers that two or
+/// more of its steps need and nothing outside it does (no step of another
+/// path, no end-path module), with the steps that need them (bit set of
+/// positions). Such a producer runs on an event with the first of them,
+/// whatever the other paths do; one needed outside the path may have run
+/// for something else, and is left out.
+pub(super) fn shared_producers(
+    graph: &Graph,
+    paths: &[&[ModuleIdx]],
+) -> Vec<Vec<(ModuleIdx, u64)>> {
+    if paths.is_empty() {
+        return Vec::new();
+    }
+    let n = graph.modules.len();
+    let roots = roots(graph);
+    let mut mask = vec![vec![0u64; n]; paths.len()];
+    let mut outside = vec![vec![false; n]; paths.len()];
+    let mut seen = vec![false; n];
+    for &root in &roots {
+        let needed = needed_by(graph, root, &mut seen);
+        for (p, steps) in paths.iter().enumerate() {
+            let pos = steps.iter().position(|&s| s == root).filter(|&i| i < 64);
+            for &m in &needed {
+                match pos {
+                    Some(i) => mask[p][m] |= 1 << i,
+                    None => outside[p][m] = true,
+                }
+            }
+        }
+    }
+    let is_root = {
+        let mut r = vec![false; n];
+        roots.iter().for_each(|&m| r[m] = true);
+        r
+    };
+    (0..paths.len())
+        .map(|p| {
+            (0..n)
+                .filter(|&m| !is_root[m] && !outside[p][m] && mask[p][m].count_ones() >= 2)
+                .map(|m| (m, mask[p][m]))
+                .collect()
+        })
+        .collect()
+}
