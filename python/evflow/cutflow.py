@@ -360,7 +360,8 @@ def _why(path: str, reorderable: bool, policy: str, orderings: Sequence[dict[str
     if not changes and policy == "hepframe":
         return (
             "hepframe: the written order was kept (HEP-Frame's heuristic changes the order at "
-            "its checkpoints, the first after 64 batches, when its weights say so)"
+            "its checkpoints, the first after a warm-up of 4 batches (more when they hold fewer than "
+            "64 events), when its weights say so)"
         )
     if not changes:
         return (

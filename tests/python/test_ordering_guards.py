@@ -107,9 +107,9 @@ def test_the_reasons_of_an_order_fit_the_policy_and_the_batches(tmp_path: Path) 
     data = tmp_path / "jets.parquet"
     _events(data, n=20_000)
 
-    def run(policy: str) -> ef.Result:
+    def run(policy: str, step: int = 1_000) -> ef.Result:
         proc = ef.Process("why")
-        proc.source = ef.source.parquet(str(data), step_size=1_000)
+        proc.source = ef.source.parquet(str(data), step_size=step)
 
         @proc.filter(consumes=["MET_pt"])
         def met(ev: ef.Events) -> np.ndarray:
@@ -122,7 +122,10 @@ def test_the_reasons_of_an_order_fit_the_policy_and_the_batches(tmp_path: Path) 
         proc.path("sr", [met, met_hi], reorderable=True)
         return proc.run(threads=1, filter_order=policy)
 
-    # 20 batches: fewer than HEP-Frame's first checkpoint.
-    assert run("hepframe").cutflow["sr"].why.startswith("hepframe: the written order was kept (HEP-Frame")
+    # 2 batches: fewer than HEP-Frame's warm-up (4 batches); 20: it decided
+    # after the fourth.
+    kept = run("hepframe", step=10_000).cutflow["sr"].why
+    assert kept.startswith("hepframe: the written order was kept (HEP-Frame"), kept
+    assert run("hepframe").cutflow["sr"].why.startswith("hepframe: chosen after 4 batches: HEP-Frame")
     final = [c["reason"] for c in run("adaptive").report["orderings"] if c["reason"].startswith("in use")]
     assert final and "batches)" in final[-1] and "%)" not in final[-1].split("sampled events")[1][:40]

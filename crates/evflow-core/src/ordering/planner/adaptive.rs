@@ -60,7 +60,8 @@ impl OrderingPlanner {
         let next = if st.learning {
             st.next_decision
         } else {
-            st.next_decision.min(n_obs + self.tuning.drift_block.max(1))
+            let block = obs_for(self.tuning.drift_block.max(1), d.per_obs());
+            st.next_decision.min(n_obs + block)
         };
         d.next_check.store(next.max(n_obs + 1), Relaxed);
         self.decide_ns.fetch_add(spent, Relaxed);
@@ -74,6 +75,26 @@ impl OrderingPlanner {
     pub(super) fn decide_soon(&self, d: &Dyn) {
         lock(&d.state).next_decision = 0;
         d.next_check.store(0, Relaxed);
+    }
+
+    /// The first batch observed on the path (`n_obs`): its observations
+    /// are batches, so the warm-up and the decision intervals, counts of
+    /// events, become batches sized by their events (`warmup_obs`,
+    /// `obs_for`); a decision scheduled for an observation count meant for
+    /// single events comes forward. (A `hepframe` path waited for 64 batches
+    /// before its first decision.)
+    pub(super) fn batches_began(&self, d: &Dyn, n_obs: u64) {
+        let per_obs = d.per_obs();
+        let mut st = lock(&d.state);
+        let due = if st.learning {
+            st.phase_start + first_decision(d.policy, &self.tuning, per_obs)
+        } else {
+            n_obs + obs_for(st.interval, per_obs)
+        };
+        if due < st.next_decision {
+            st.next_decision = due;
+            d.next_check.fetch_min(due, Relaxed);
+        }
     }
 
     /// The estimate of the joint pass distribution: the sampled decision
@@ -212,12 +233,13 @@ impl OrderingPlanner {
         });
         let (samples, mut epochs) = self.with_imported(st, own_samples, own_epochs);
         let (joint, q) = self.estimate(d, &epochs, &samples);
-        let learning_done = n_obs.saturating_sub(st.phase_start) >= t.warmup_events.max(1);
+        let per_obs = d.per_obs();
+        let learning_done = n_obs.saturating_sub(st.phase_start) >= warmup_obs(t, per_obs);
         let was_learning = st.learning;
         if joint.is_empty() {
             st.learning = was_learning && !learning_done;
             self.set_rates(d, st, &cur, None);
-            self.schedule(st, n_obs, was_learning, learning_done, false);
+            self.schedule(st, n_obs, per_obs, was_learning, learning_done, false);
             return;
         }
         let prior = PRIOR_SAMPLES / (PRIOR_SAMPLES + samples.len() as f64);
@@ -341,25 +363,28 @@ impl OrderingPlanner {
         st.expected_s = cost;
         st.learning = was_learning && !learning_done;
         self.set_rates(d, st, &in_force, Some(&pm));
-        self.schedule(st, n_obs, was_learning, learning_done, changed);
+        self.schedule(st, n_obs, per_obs, was_learning, learning_done, changed);
     }
 
     /// The next decision: during learning at 1/32, 1/16, …, 1/2 and all of
     /// the warm-up; afterwards at an interval that doubles while the order
-    /// stays, and returns to its minimum after a change.
+    /// stays, and returns to its minimum after a change. Both are counted
+    /// in events: in batches of `per_obs` events, the batches that hold
+    /// them (`warmup_obs`, `obs_for`).
     pub(super) fn schedule(
         &self,
         st: &mut State,
         n_obs: u64,
+        per_obs: Option<f64>,
         was_learning: bool,
         done: bool,
         changed: bool,
     ) {
         let t = &self.tuning;
-        let warmup = t.warmup_events.max(1);
+        let warmup = warmup_obs(t, per_obs);
         if was_learning && !done {
             let since = n_obs.saturating_sub(st.phase_start);
-            let mut step = first_step(t);
+            let mut step = first_step(t, per_obs);
             while step <= since {
                 step *= 2;
             }
@@ -382,7 +407,7 @@ impl OrderingPlanner {
             };
             st.interval = (st.interval * 2).min(longest.max(1));
         }
-        st.next_decision = n_obs + st.interval;
+        st.next_decision = n_obs + obs_for(st.interval, per_obs);
     }
 
     /// Sets the sampling rates and installs them with the plans in force.

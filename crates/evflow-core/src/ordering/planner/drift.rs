@@ -97,7 +97,7 @@ impl OrderingPlanner {
         st.learning = true;
         st.phase_start = n_obs;
         st.interval = t.min_interval.max(1);
-        st.next_decision = n_obs + first_step(t);
+        st.next_decision = n_obs + first_step(t, d.per_obs());
         let n_heavy = st.heavy.iter().filter(|&&h| h).count();
         for j in 0..d.steps.len() {
             if !st.heavy[j] {

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::OrderingPlanner;
 use super::state::*;
+use super::stats::obs_for;
 use crate::ordering::model;
 
 impl OrderingPlanner {
@@ -69,6 +70,6 @@ impl OrderingPlanner {
             d.set_current(Arc::new(current));
             st.interval = (st.interval * 2).min(t.max_interval.max(1));
         }
-        st.next_decision = n_obs + st.interval;
+        st.next_decision = n_obs + obs_for(st.interval, d.per_obs());
     }
 }

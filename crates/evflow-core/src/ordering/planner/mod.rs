@@ -189,10 +189,12 @@ impl OrderingPlanner {
                     id: NEXT_PATH_ID.fetch_add(1, Relaxed),
                     generation: AtomicU64::new(0),
                     observed: AtomicU64::new(0),
-                    next_check: AtomicU64::new(first_decision(policy, tuning)),
+                    next_check: AtomicU64::new(first_decision(policy, tuning, None)),
                     stops: Striped::new(n + 1),
                     batch_seen: (0..n).map(|_| AtomicU64::new(0)).collect(),
                     batch_runs: (0..n).map(|_| AtomicU64::new(0)).collect(),
+                    batch_obs: AtomicU64::new(0),
+                    batch_events: AtomicU64::new(0),
                     reached: (0..n).map(|_| AtomicU64::new(0)).collect(),
                     passed: (0..n).map(|_| AtomicU64::new(0)).collect(),
                     imported: AtomicBool::new(false),
@@ -419,7 +421,9 @@ impl Planner for OrderingPlanner {
         let n_obs = event_index + 1;
         let batch = outcome.counts.iter().any(Option::is_some);
         if batch {
-            record_batch(d, outcome);
+            if record_batch(d, outcome) {
+                self.batches_began(d, n_obs);
+            }
         } else if d.policy == Policy::HepFrame {
             for &(m, pass) in &outcome.steps {
                 let i = d.pos_of[m] as usize;
@@ -550,9 +554,14 @@ impl Planner for OrderingPlanner {
 /// batch-level pass vector to the samples (a step "passes" a batch when
 /// some event survives it, which says nothing of correlations between
 /// events' decisions): per-event vectors of a subsample of its events come
-/// through [`OrderingPlanner::observe_event_samples`].
-fn record_batch(d: &Dyn, outcome: &PathOutcome) {
+/// through [`OrderingPlanner::observe_event_samples`]. Returns whether it
+/// is the first batch observed on the path.
+fn record_batch(d: &Dyn, outcome: &PathOutcome) -> bool {
     let n = d.steps.len();
+    if !outcome.steps.is_empty() {
+        d.batch_events.fetch_add(outcome.step_counts(0).0, Relaxed);
+    }
+    let first = d.batch_obs.fetch_add(1, Relaxed) == 0;
     let consistent = outcome
         .steps
         .iter()
@@ -574,4 +583,5 @@ fn record_batch(d: &Dyn, outcome: &PathOutcome) {
     if consistent && n > 0 && outcome.steps.len() == n {
         d.stops.add(n, outcome.step_counts(n - 1).1);
     }
+    first
 }

@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 use std::sync::atomic::{
     AtomicBool, AtomicU8, AtomicU64,
-    Ordering::{Acquire, Release},
+    Ordering::{Acquire, Relaxed, Release},
 };
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -76,6 +76,11 @@ pub(super) struct Dyn {
     /// they saw and their executions (costs are then per event seen).
     pub(super) batch_seen: Vec<AtomicU64>,
     pub(super) batch_runs: Vec<AtomicU64>,
+    /// Batches observed, and the events that entered the path in them:
+    /// the warm-up and the decision intervals of a path observed in
+    /// batches count its events (`Dyn::per_obs`).
+    pub(super) batch_obs: AtomicU64,
+    pub(super) batch_events: AtomicU64,
     /// `hepframe`: per position, events that ran the step and that passed.
     pub(super) reached: Vec<AtomicU64>,
     pub(super) passed: Vec<AtomicU64>,
@@ -108,6 +113,16 @@ impl Dyn {
         self.sampled_below.store(current.sampled_below, Release);
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = current;
         self.generation.fetch_add(1, Release);
+    }
+
+    /// Mean events per observation when the path's observations are
+    /// batches (`None`: one event each, the native engine). Counted from
+    /// the batches observed, so it is `None` until the first one.
+    pub(super) fn per_obs(&self) -> Option<f64> {
+        match self.batch_obs.load(Relaxed) {
+            0 => None,
+            b => Some(self.batch_events.load(Relaxed) as f64 / b as f64),
+        }
     }
 
     /// The plan for an event whose hash is `u`, from the thread's copy of
@@ -267,7 +282,7 @@ impl State {
     ) -> Self {
         Self {
             interval: tuning.min_interval.max(1),
-            next_decision: first_decision(policy, tuning),
+            next_decision: first_decision(policy, tuning, None),
             decisions: 0,
             learning: true,
             phase_start: 0,

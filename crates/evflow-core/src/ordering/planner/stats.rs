@@ -269,16 +269,46 @@ impl<'a> PassModel<'a> {
     }
 }
 
-pub(super) fn first_decision(policy: Policy, t: &Tuning) -> u64 {
-    match policy {
-        Policy::HepFrame => t.warmup_events.max(1),
-        _ => first_step(t),
+/// Fewest batches in a warm-up, on a path whose observations are batches
+/// of events (a columnar analysis): their pass statistics are exact counts
+/// of all their events, and each timing averages a step's running time
+/// over many events, so a few of them measure what `warmup_events` single
+/// events do; the warm-up still sees more than one batch per thread, so
+/// that the timings are not those of one stretch of the job.
+pub(super) const MIN_WARMUP_BATCHES: u64 = 4;
+
+/// The observations that carry `events` events: as many when each is one
+/// event, else the batches of `per_obs` mean events that hold them (at
+/// least one). The tuning's warm-up and intervals are counts of events.
+pub(super) fn obs_for(events: u64, per_obs: Option<f64>) -> u64 {
+    match per_obs {
+        Some(mean) if mean > 1.0 => ((events as f64 / mean).ceil() as u64).max(1),
+        _ => events,
     }
 }
 
-/// The first decision of a learning phase, after 1/32 of the warm-up.
-pub(super) fn first_step(t: &Tuning) -> u64 {
-    (t.warmup_events.max(1) / 32).max(1)
+/// Observations in a learning phase: `warmup_events` events, and for
+/// batches at least [`MIN_WARMUP_BATCHES`] of them.
+pub(super) fn warmup_obs(t: &Tuning, per_obs: Option<f64>) -> u64 {
+    let events = t.warmup_events.max(1);
+    match per_obs {
+        None => events,
+        Some(_) => obs_for(events, per_obs).max(MIN_WARMUP_BATCHES),
+    }
+}
+
+pub(super) fn first_decision(policy: Policy, t: &Tuning, per_obs: Option<f64>) -> u64 {
+    match policy {
+        Policy::HepFrame => warmup_obs(t, per_obs),
+        _ => first_step(t, per_obs),
+    }
+}
+
+/// The first decision of a learning phase, after 1/32 of the warm-up (in
+/// observations; the first batch for batches of `warmup_events / 32`
+/// events or more).
+pub(super) fn first_step(t: &Tuning, per_obs: Option<f64>) -> u64 {
+    (warmup_obs(t, per_obs) / 32).max(1)
 }
 
 /// The share of the sampling budget spent once the order has stayed for

@@ -509,3 +509,84 @@ fn a_costly_step_timed_once_is_not_measured_after_every_rejection_of_the_warm_up
     assert_eq!(st.rates[..2], [1.0, 1.0]);
     assert!(st.rates[2] < 0.25, "{:?}", st.rates);
 }
+
+/// Drives `planner` through `batches` batches of `events` events each, `f0`
+/// letting every event through at 2 µs per event and `f1` one in ten at
+/// 1 µs, in the order in force, with the per-event samples of the batches
+/// it asks for; returns, after each batch, whether the path is learning,
+/// its decisions so far and its order.
+fn batches(planner: &OrderingPlanner, batches: u64, events: u64) -> Vec<(bool, u64, Vec<String>)> {
+    let Slot::Dynamic(d) = &planner.paths[0] else {
+        panic!("a dynamic path");
+    };
+    let step = |label: &str| planner.labels.iter().position(|l| l == label).unwrap();
+    let rows: Vec<(u64, u64)> = (0..256u64)
+        .map(|k| (0b11, 0b01 | u64::from(k % 10 == 0) << 1))
+        .collect();
+    (0..batches)
+        .map(|batch| {
+            if planner.wants_event_samples(0, batch) {
+                planner.observe_event_samples(0, &rows);
+            }
+            let (mut seen, mut steps, mut counts) = (events, Vec::new(), Vec::new());
+            for label in planner.current_order(0) {
+                let (cost, passed) = match label.as_str() {
+                    "f0" => (2e-6, seen),
+                    _ => (1e-6, seen.div_ceil(10)),
+                };
+                planner.observe_batch_cost(step(&label), cost * seen as f64, seen);
+                steps.push((step(&label), true));
+                counts.push(Some((seen, passed)));
+                seen = passed;
+            }
+            let outcome = PathOutcome {
+                steps,
+                counts,
+                accepted: true,
+                sampled: false,
+                ..PathOutcome::default()
+            };
+            planner.observe(0, batch, &outcome);
+            let st = lock(&d.state);
+            (st.learning, st.decisions, planner.current_order(0))
+        })
+        .collect()
+}
+
+/// A path observed in batches (the Python face): the warm-up is counted in
+/// the events the batches carry (`warmup_events`, 64), with at least
+/// `MIN_WARMUP_BATCHES` batches for the timings, not in 64 observations
+/// meant for single events (64 batches: a job of 6.4 M events at 10⁵ per
+/// batch was sampled throughout). After it, the decision interval (64
+/// events, doubling) is at least one batch. Per event, nothing changes.
+#[test]
+fn a_warm_up_on_batches_counts_their_events() {
+    let t = OrderingOptions::new(Policy::Adaptive).tuning;
+    assert_eq!((warmup_obs(&t, None), first_step(&t, None)), (64, 2));
+    assert_eq!(first_decision(Policy::HepFrame, &t, None), 64);
+    for (events, warmup) in [(100_000u64, MIN_WARMUP_BATCHES), (10, 7)] {
+        let planner = planner(&OrderingOptions::new(Policy::Adaptive));
+        let seen = batches(&planner, 16, events);
+        let learnt = seen.iter().position(|&(learning, _, _)| !learning);
+        assert_eq!(learnt, Some(warmup as usize - 1), "{events}: {seen:?}");
+        assert_eq!(seen[15].2, ["f1", "f0"], "{seen:?}");
+        if events == 100_000 {
+            // Every batch holds more events than the interval: each one
+            // brings a decision.
+            for w in seen[learnt.unwrap()..].windows(2) {
+                assert_eq!(w[1].1, w[0].1 + 1, "{seen:?}");
+            }
+        }
+    }
+}
+
+/// `hepframe` on batches takes its first decision after the warm-up of
+/// their events (4 batches of 10⁵ events), not after 64 batches.
+#[test]
+fn hepframe_on_batches_decides_after_the_warm_up_of_their_events() {
+    let planner = planner(&OrderingOptions::new(Policy::HepFrame));
+    let seen = batches(&planner, 8, 100_000);
+    let first = seen.iter().position(|&(_, decisions, _)| decisions > 0);
+    assert_eq!(first, Some(MIN_WARMUP_BATCHES as usize - 1), "{seen:?}");
+    assert_eq!(seen[7].2, ["f1", "f0"], "{seen:?}");
+}

@@ -182,7 +182,7 @@ impl OrderingPlanner {
         }
         st.stable = 0;
         st.interval = self.tuning.min_interval.max(1);
-        st.next_decision = n_obs + st.interval;
+        st.next_decision = n_obs + obs_for(st.interval, d.per_obs());
     }
 }
 
