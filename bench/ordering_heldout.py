@@ -1,21 +1,23 @@
 """Adaptive ordering on held-out-style pipelines, on a loaded machine (issue 14).
 
-    python bench/ordering_heldout.py                 # 3 pipelines x 5 runs, 40 000 events, 2 threads
+    python bench/ordering_heldout.py                 # 4 pipelines x 5 runs, 40 000 events, 2 threads
     python bench/ordering_heldout.py --runs 2 --events 20000
     python bench/ordering_heldout.py --data-seed 7  # other draws of the same pipelines
     python bench/ordering_heldout.py --baseline OLD/evflow  # against another build, runs alternated
 
-Three reorderable pipelines of 10 filters written in the native TOML (a
+Four reorderable pipelines of 10 filters written in the native TOML (a
 ``table`` source of generated event variables, ``cut`` filters with
 calibrated busy work), each with a poor written order, costs spanning 200x
-(5 us to 1 ms), strongly correlated pairs and precedence constraints. Each
+(5 us to 1 ms), strongly correlated pairs and precedence constraints; in
+``shared``, on-demand producers that several filters consume (their cost
+is charged, in the oracle too, to the first filter that needs them). Each
 is run ``--runs`` times with ``evflow run --filter-order adaptive`` while a
 CPU-burning neighbour process (a Python busy loop) competes for the cores.
 
 Per run: the expected filter cost per event as the issue defines it, the
-configured cost of each filter times the events it actually ran on (the
-report's calls: warm-up, sampling and every order included) over the
-events, divided by the exact oracle's (the best order respecting the
+configured cost of each filter (and producer) times the events it
+actually ran on (the report's calls: warm-up, sampling and every order
+included) over the events, divided by the exact oracle's (the best order respecting the
 constraints for the same decisions, by dynamic programming over all 2^10
 subsets); and the planner's own time (from its report) over the run's CPU
 time. Files go to a temporary directory.
@@ -79,6 +81,24 @@ PIPELINES: dict[str, list[tuple[str, str, str, float, float]]] = {
         ("t6", "b2", ">", 0.72, 6e-6),  # b2 ~ b
         ("t5", "h", ">", 0.4, 5e-6),
     ],
+    "shared": [
+        ("jetPt", "a", ">", 0.5, 6e-6),  # the jet cuts read `jets`, a costly producer they share
+        ("jetEta", "b", ">", 0.6, 5e-6),
+        ("bTag", "b2", ">", 0.55, 30e-6),  # b2 ~ b
+        ("lepton", "c", ">", 0.3, 10e-6),  # lepton and iso share `muons`
+        ("iso", "c2", ">", 0.35, 8e-6),  # c2 ~ c
+        ("met", "d", ">", 0.5, 5e-6),
+        ("ht", "e", ">", 0.45, 40e-6),
+        ("trigger", "f", ">", 0.8, 5e-6),
+        ("vertex", "g", ">", 0.9, 15e-6),
+        ("mass", "h", ">", 0.4, 300e-6),
+    ],
+}
+
+#: Producers run on demand, each shared by several filters of a pipeline:
+#: label, cost (s), the filters that consume its product.
+PRODUCERS: dict[str, list[tuple[str, float, list[str]]]] = {
+    "shared": [("jets", 200e-6, ["jetPt", "jetEta", "bTag"]), ("muons", 60e-6, ["lepton", "iso"])],
 }
 
 #: (later, earlier) precedence constraints per pipeline.
@@ -86,6 +106,7 @@ EDGES: dict[str, list[tuple[str, str]]] = {
     "corr": [("heavyTight", "midA"), ("loose2", "loose1")],
     "constrained": [("afterReco", "reco"), ("mass", "btag"), ("isoTwin", "iso")],
     "spread": [("t5", "t500"), ("t6", "t20")],
+    "shared": [("bTag", "jetPt"), ("mass", "lepton")],
 }
 
 
@@ -104,8 +125,15 @@ def decisions(cols: dict[str, np.ndarray], spec) -> tuple[np.ndarray, list[float
     return d, thresholds
 
 
-def oracle(d: np.ndarray, c: np.ndarray, preds: list[int]) -> float:
-    """Least expected cost per event over the orders respecting `preds`."""
+def charge(j: int, ran: int, c: np.ndarray, shared: list[tuple[float, int]]) -> float:
+    """Filter ``j``'s cost after the filters of the set ``ran``: its own and
+    that of each shared producer it needs that none of them needed."""
+    return float(c[j]) + sum(cost for cost, needed_by in shared if needed_by >> j & 1 and not needed_by & ran)
+
+
+def oracle(d: np.ndarray, c: np.ndarray, preds: list[int], shared: list[tuple[float, int]]) -> float:
+    """Least expected cost per event over the orders respecting `preds`
+    (shared producers charged at first need)."""
     n = d.shape[1]
     masks = (d.astype(np.int64) << np.arange(n)).sum(axis=1)
     s = np.bincount(masks, minlength=1 << n).astype(np.float64)
@@ -121,7 +149,7 @@ def oracle(d: np.ndarray, c: np.ndarray, preds: list[int]) -> float:
         for j in range(n):
             if not a >> j & 1 and preds[j] & ~a == 0:
                 b = a | 1 << j
-                f[b] = min(f[b], f[a] + c[j] * s[a])
+                f[b] = min(f[b], f[a] + charge(j, a, c, shared) * s[a])
     return float(f[-1])
 
 
@@ -143,8 +171,14 @@ def write(tmp: Path, name: str, spec, thresholds, cols, events: int, threads: in
         f'file = "{table}"',
         "",
     ]
+    producers = PRODUCERS.get(name, [])
+    for label, cost, _ in producers:
+        lines += ["[[module]]", f'label = "{label}"', 'type = "producer"', f"time = {cost!r}", ""]
     for (label, col, op, _, cost), thr in zip(spec, thresholds, strict=True):
         lines += ["[[module]]", f'label = "{label}"', 'type = "filter"', f"time = {cost!r}"]
+        needs = [p for p, _, users in producers if label in users]
+        if needs:
+            lines += ["consumes = [" + ", ".join(f'"{p}"' for p in needs) + "]"]
         lines += [f'cut = "{col} {op} {thr!r}"', ""]
     lines += [
         "[[path]]",
@@ -214,11 +248,13 @@ def main() -> int:
             preds = [0] * len(spec)
             for later, earlier in EDGES[name]:
                 preds[labels.index(later)] |= 1 << labels.index(earlier)
-            best = oracle(d, c, preds)
+            producers = PRODUCERS.get(name, [])
+            shared = [(cost, sum(1 << labels.index(u) for u in users)) for _, cost, users in producers]
+            best = oracle(d, c, preds, shared)
             reach = np.ones(len(d), dtype=bool)
             written = 0.0
             for j in range(len(spec)):
-                written += c[j] * reach.mean()
+                written += charge(j, (1 << j) - 1, c, shared) * reach.mean()
                 reach &= d[:, j]
             cfg = write(tmp, name, spec, thresholds, cols, args.events, args.threads)
             ratios: dict[str, list[float]] = {b: [] for b, _ in builds}
@@ -242,6 +278,7 @@ def main() -> int:
                     report = json.loads(out.read_text())
                     calls = {m["label"]: m["calls"] for m in report["modules"]}
                     spent = sum(calls.get(label, 0) * cost for label, cost in zip(labels, c, strict=True))
+                    spent += sum(calls.get(label, 0) * cost for label, cost, _ in producers)
                     ratios[build].append(spent / report["events"] / best)
                     shares[build].append(planner_share(report))
             for build, _ in builds:
