@@ -235,3 +235,40 @@ fn ordering_errors_name_the_key_at_fault() {
         assert!(error.starts_with("cuts.toml"), "{error}");
     }
 }
+
+/// A reorderable path holds filters only: an analyzer between its cuts would
+/// see other events under each order, and a producer on it runs on other
+/// events; the file is refused, naming the module and the path.
+#[test]
+fn a_reorderable_path_of_a_producer_or_an_analyzer_is_refused_by_name() {
+    let extra = r#"
+[[module]]
+label = "jets"
+type = "producer"
+
+[[module]]
+label = "plots"
+type = "analyzer"
+"#;
+    for (label, kind) in [("jets", "producer"), ("plots", "analyzer")] {
+        let text = format!("{PIPELINE}{extra}").replace(
+            r#"modules = ["slowLoose", "mid","#,
+            &format!(r#"modules = ["slowLoose", "{label}", "mid","#),
+        );
+        let error = load(&text)
+            .err()
+            .unwrap_or_else(|| panic!("a {kind} on a reorderable path loaded"));
+        let expected = format!(
+            "cuts.toml: module '{label}': is {} {kind}, but reorderable path 'sel' may hold only filters",
+            if kind == "analyzer" { "an" } else { "a" }
+        );
+        assert_eq!(error, expected);
+        // The same path, not reorderable, keeps them.
+        load(
+            &text
+                .replace("reorderable = true", "")
+                .replace(r#"after = [["twin", "mid"]]"#, ""),
+        )
+        .unwrap();
+    }
+}

@@ -238,6 +238,23 @@ fn path_nodes<'p>(
                     ),
                 });
             }
+            // The steps of a reorderable path commute: an analyzer among
+            // them would see other events under each order.
+            if p.reorderable && nodes[m].kind != ModuleKind::Filter {
+                let kind = nodes[m].kind.to_string();
+                let article = if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                    "an"
+                } else {
+                    "a"
+                };
+                return Err(ConfigError::InvalidModule {
+                    module: label.clone(),
+                    reason: format!(
+                        "is {article} {kind}, but reorderable path '{}' may hold only filters",
+                        p.name
+                    ),
+                });
+            }
             if steps.contains(&m) {
                 return Err(ConfigError::InvalidModule {
                     module: label.clone(),

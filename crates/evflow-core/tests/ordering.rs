@@ -298,10 +298,11 @@ fn cyclic_constraints_are_a_configuration_error() {
         }
         other => panic!("expected a cycle, got {other:?}"),
     }
-    // A data dependency against an explicit constraint is a cycle too.
+    // A data dependency against an explicit constraint is a cycle too (a
+    // filter may put products; a reorderable path holds only filters).
     let mut p = Process::new("data-cycle");
     p.set_source(EmptySource::new(1));
-    p.add(synthetic::producer("a", Timing::zero(), &[], &[""]));
+    p.add(synthetic::filter("a", Timing::zero(), &[], 0.5, 1).produces([""]));
     p.add(synthetic::filter("b", Timing::zero(), &["a"], 0.5, 2));
     p.add_path(
         PathDesc::new("p", ["a", "b"])

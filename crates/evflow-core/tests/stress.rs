@@ -87,11 +87,19 @@ fn random_spec(seed: u64) -> Spec {
     let needs = transitive_needs(&mods);
     let mut paths = Vec::new();
     if !candidates.is_empty() {
+        // A reorderable path holds filters only.
+        let filters: Vec<usize> = candidates
+            .iter()
+            .copied()
+            .filter(|&i| mods[i].kind == Kind::Filter)
+            .collect();
         for p in 0..rng.gen_range(1..=4) {
-            let len = rng.gen_range(1..=5.min(candidates.len()));
+            let reorderable = !filters.is_empty() && rng.gen_bool(0.35);
+            let pool = if reorderable { &filters } else { &candidates };
+            let len = rng.gen_range(1..=5.min(pool.len()));
             let mut chosen: Vec<usize> = Vec::new();
             while chosen.len() < len {
-                let c = candidates[rng.gen_range(0..candidates.len())];
+                let c = pool[rng.gen_range(0..pool.len())];
                 if !chosen.contains(&c) {
                     chosen.push(c);
                 }
@@ -99,7 +107,6 @@ fn random_spec(seed: u64) -> Spec {
             // A random order in which every step comes after the steps it
             // needs (directly or through producers).
             let topo = random_topological(&mut rng, &chosen, |a, b| needs[b].contains(&a));
-            let reorderable = rng.gen_bool(0.35);
             let mut after = Vec::new();
             let steps = if reorderable {
                 // Any written order; a few explicit constraints taken from
