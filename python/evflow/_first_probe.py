@@ -21,7 +21,10 @@ from . import _runtime as rt
 #: Per step of a path (written order): the filter's runner and the engine
 #: tags (``label:product``) of the products it consumes.
 Steps = list[tuple[Callable[..., Any], list[str]]]
-Probed = tuple[list[list[bool]], list[list[bool]], list[list[tuple[float, int]]]]
+#: Per producer run: its label, running time (its own, not that of the
+#: producers it consumes) and the events it computed.
+ProducerTimings = list[tuple[str, float, int]]
+Probed = tuple[list[list[bool]], list[list[bool]], list[list[tuple[float, int]]], ProducerTimings]
 
 
 class FirstProbe:
@@ -64,10 +67,14 @@ class FirstProbe:
     def __call__(self, data: rt.BatchData, path: int) -> Probed | None:
         """Per step in written order: whether each event of the subsample
         (``FIRST_PROBE_EVENTS`` spread over the batch) was decided and
-        passed, and its timings on the subsample as ``(seconds, events)``
-        (with the producers the step was the first to need). A filter fed by
-        a left-out producer, or that cannot decide on a subsample, is left
-        undecided (no timings); ``None`` when no step decided."""
+        passed, and its own timings on the subsample as ``(seconds,
+        events)``; and each producer run, timed on its own as ``(label,
+        seconds, events)``: the planner charges it as it charges the
+        producer on batches (to the one step that needs it, to the first of
+        several steps of the path that need it in each order, or, needed
+        outside the path, to none). A filter fed by a left-out producer, or
+        that cannot decide on a subsample, is left undecided (no timings);
+        ``None`` when no step decided."""
         steps = self.path_steps.get(path)
         if not steps or data.n == 0:
             return None
@@ -79,6 +86,7 @@ class FirstProbe:
         known: list[list[bool]]
         passed: list[list[bool]]
         seconds: list[list[tuple[float, int]]]
+        producers: ProducerTimings = []
         # Each filter runs on the subsample in a few chunks, each one timing
         # for the planner, and before each on a few events: the least of
         # these is the call's fixed cost (a Python call, slicing, an awkward
@@ -101,9 +109,7 @@ class FirstProbe:
             if probe is None or len(mine) == 0:
                 continue
             cache = caches.setdefault(mine.tobytes(), {})
-            t0 = time.perf_counter()
-            raw = [self._product(data, mine, tag, cache) for tag in tags]
-            producers = time.perf_counter() - t0
+            raw = [self._product(data, mine, tag, cache, producers) for tag in tags]
             if any(r is None for r in raw):
                 continue
             chunks = [c for c in np.array_split(mine, rt.FIRST_PROBE_CHUNKS) if len(c)]
@@ -138,7 +144,7 @@ class FirstProbe:
                 grows = t - fixed
                 if grows > 0 and size > len(few):
                     t = grows * size / (size - len(few))
-                timings.append((t + producers * size / len(mine), size))
+                timings.append((t, size))
             seconds[i] = timings
             positions = np.flatnonzero(at)
             for p, kk, oo in zip(positions, k, ok, strict=True):
@@ -146,7 +152,7 @@ class FirstProbe:
                 passed[i][p] = oo
         if not any(seconds):
             return None
-        return known, passed, seconds
+        return known, passed, seconds, producers
 
     def _product(
         self,
@@ -154,9 +160,11 @@ class FirstProbe:
         events: np.ndarray,
         tag: str,
         cache: dict[str, tuple[rt.Selection, Any] | None],
+        timed: ProducerTimings,
     ) -> tuple[rt.Selection, Any] | None:
         """Product ``tag`` computed on ``events``, or ``None`` where its
-        producer (or one it depends on) is left out."""
+        producer (or one it depends on) is left out; each producer run is
+        timed into ``timed``."""
         if tag in cache:
             return cache[tag]
         label = tag.split(":", 1)[0]
@@ -164,10 +172,12 @@ class FirstProbe:
         m = self.producers.get(label)
         if m is None:
             return None
-        raw = [self._product(data, events, t, cache) for t in m["consumes"]]
+        raw = [self._product(data, events, t, cache, timed) for t in m["consumes"]]
         if any(r is None for r in raw):
             return None
+        t0 = time.perf_counter()
         values = m["runner"](data, events, raw)
+        timed.append((label, time.perf_counter() - t0, len(events)))
         for p, v in zip(m["produces"], values, strict=True):
             cache[f"{label}:{p}"] = (events, v)
         return cache[tag]

@@ -82,7 +82,7 @@ def test_the_first_probe_decides_a_guarded_filter_on_the_guards_events(hzz_file:
     data = BatchData({b: arrays[b] for b in plan.branches}, len(arrays))
     probed = FirstProbe.of(plan, proc)(data, plan.path_index["p"])
     assert probed is not None, "the first probe decided nothing"
-    known, passed, seconds = probed
+    known, passed, seconds, _producers = probed
     # Written order: step 0 is `second`, step 1 `two`; the subsample is
     # every event of a batch this small.
     njet = ak.to_numpy(arrays.NJet)

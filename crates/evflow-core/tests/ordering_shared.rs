@@ -8,7 +8,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use evflow_core::ordering::model::{self, Joint, SharedCost};
-use evflow_core::ordering::{OrderingOptions, OrderingPlanner, Policy};
+use evflow_core::ordering::{
+    OrderingOptions, OrderingPlanner, OrderingStatistics, Policy, ProbedProducer,
+    SharedProducerCost, StepCost, merge_statistics,
+};
 use evflow_core::schedule::{PathOutcome, Planner};
 use evflow_core::*;
 use evflow_workloads::{self as synthetic, Timing, Work};
@@ -239,5 +242,195 @@ fn the_engine_runs_a_shared_producer_on_the_events_reaching_the_jet_cuts() {
         ran < 0.45,
         "jets ran on {ran} of the events; {:#?}",
         report.orderings
+    );
+}
+
+/// The labels of a planner's order on path 0, as step positions of `CUTS`.
+fn order_of(planner: &OrderingPlanner) -> Vec<usize> {
+    planner
+        .current_order(0)
+        .iter()
+        .map(|l| CUTS.iter().position(|c| c.0 == l).unwrap())
+        .collect()
+}
+
+/// A planner's exported statistics hold the shared producer's cost per
+/// execution, with the steps that need it; they survive the exchange
+/// format (JSON), merge by label, and statistics written before shared
+/// producers were exchanged still read (as none).
+#[test]
+fn shared_producer_costs_round_trip_through_the_exchange() {
+    let (_, planner) = drive(4_000);
+    let stats = planner.statistics();
+    let sel = &stats["sel"];
+    assert_eq!(sel.shared.len(), 1, "{:?}", sel.shared);
+    let jets = &sel.shared[0];
+    assert_eq!(jets.producer, "jets");
+    assert_eq!(jets.steps, ["jetPt", "jetEta"]);
+    assert!(
+        (jets.cost.mean_s / JETS_S - 1.0).abs() < 0.01 && jets.cost.measurements > 0,
+        "{jets:?}"
+    );
+
+    let text = serde_json::to_string(&stats).unwrap();
+    assert!(
+        text.contains("\"shared\":[{\"producer\":\"jets\""),
+        "{text}"
+    );
+    let back: OrderingStatistics = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, stats);
+
+    // Merged by label, costs weighted by their measurements.
+    let mut other = stats.clone();
+    let o = other.get_mut("sel").unwrap();
+    o.shared[0].cost = StepCost {
+        mean_s: 3.0 * JETS_S,
+        se_s: 0.0,
+        measurements: jets.cost.measurements,
+    };
+    o.shared[0].steps.reverse();
+    let merged = merge_statistics([&stats, &other]).unwrap();
+    let m = &merged["sel"].shared;
+    assert_eq!(m.len(), 1);
+    assert_eq!(m[0].steps, ["jetPt", "jetEta"]);
+    assert_eq!(m[0].cost.measurements, 2 * jets.cost.measurements);
+    assert!(
+        (m[0].cost.mean_s / (2.0 * JETS_S) - 1.0).abs() < 0.01,
+        "{m:?}"
+    );
+
+    // Written without shared producers: read as none, and written so again.
+    let mut old = stats.clone();
+    old.get_mut("sel").unwrap().shared.clear();
+    let old_text = serde_json::to_string(&old).unwrap();
+    assert!(!old_text.contains("shared"), "{old_text}");
+    let read: OrderingStatistics = serde_json::from_str(&old_text).unwrap();
+    assert!(read["sel"].shared.is_empty());
+
+    // Bad statistics are refused by path and producer.
+    let bad = |f: &dyn Fn(&mut SharedProducerCost)| {
+        let mut s = stats.clone();
+        f(&mut s.get_mut("sel").unwrap().shared[0]);
+        merge_statistics([&s]).unwrap_err().to_string()
+    };
+    assert_eq!(
+        bad(&|s| s.steps[1] = "nope".into()),
+        "ordering statistics of path 'sel': shared producer 'jets' is needed by 'nope', \
+         which is not a step of the path"
+    );
+    assert!(
+        bad(&|s| s.steps.truncate(1)).contains("must name two or more distinct steps"),
+        "{}",
+        bad(&|s| s.steps.truncate(1))
+    );
+    assert!(bad(&|s| s.cost.mean_s = f64::NAN).contains("is not a duration"));
+    assert!(bad(&|s| s.producer = "met".into()).contains("is a step of the path"));
+    let mut twice = stats.clone();
+    let t = twice.get_mut("sel").unwrap();
+    t.shared.push(t.shared[0].clone());
+    assert!(
+        merge_statistics([&twice])
+            .unwrap_err()
+            .to_string()
+            .contains("shared producer 'jets' is listed twice")
+    );
+    let planner = OrderingPlanner::new(&graph(), &OrderingOptions::new(Policy::Adaptive));
+    let mut s = stats.clone();
+    s.get_mut("sel").unwrap().shared[0].steps[0] = "nope".into();
+    assert!(planner.import_statistics(&s).is_err());
+    assert!(planner.wants_first_probe(0), "nothing was imported");
+}
+
+/// The compiled path, with a `jets` producer the jet cuts share.
+fn graph() -> Graph {
+    let jets = synthetic::producer("jets", Timing::zero(), &[], &[""]);
+    process(1, jets, |_| Timing::zero()).compile().unwrap()
+}
+
+/// A planner seeded with another's statistics decides at once, before
+/// its first event: with the shared producer's cost it puts the jet-free
+/// selective cuts first (the oracle's order, or within 2% of it); the same
+/// statistics without it leave the producer free until it is timed, and
+/// the first decision runs a cheap jet cut first, paying the producer on
+/// every event.
+#[test]
+fn a_seeded_planner_charges_the_shared_producer_at_its_first_decision() {
+    let events = 4_000;
+    let (_, measured) = drive(events);
+    let stats = measured.statistics();
+    let (costs, shared, joint) = model_of(events);
+    let oracle = model::best_order(&costs, &shared, &[0; 5], &joint, 1 << 20).unwrap();
+    let cost = |order: &[usize]| model::expected_cost_order(&costs, &shared, order, &joint);
+
+    let seeded = OrderingPlanner::new(&graph(), &OrderingOptions::new(Policy::Adaptive));
+    assert_eq!(seeded.import_statistics(&stats).unwrap(), ["sel"]);
+    let order = order_of(&seeded);
+    assert!(
+        cost(&order) <= 1.02 * oracle.cost && !CUTS[order[0]].3,
+        "{order:?} against the oracle's {:?}; {:#?}",
+        oracle.order,
+        seeded.history()
+    );
+
+    let mut blind_stats = stats.clone();
+    blind_stats.get_mut("sel").unwrap().shared.clear();
+    let blind = OrderingPlanner::new(&graph(), &OrderingOptions::new(Policy::Adaptive));
+    blind.import_statistics(&blind_stats).unwrap();
+    let order = order_of(&blind);
+    assert!(
+        CUTS[order[0]].3 && cost(&order) > 2.0 * oracle.cost,
+        "{order:?}"
+    );
+}
+
+/// The first decision of a path observed in batches, from a probe before
+/// the path: the probe reports the shared producer's running time apart
+/// from the steps' (`ProbedProducer`), and the planner charges it to the
+/// first jet cut of each order it weighs: the jet-free selective cuts come
+/// first at once. Folded into the step that needed it first in the probe
+/// (`jetPt`, as the probe did), `jetEta` looked cheap and ran first.
+#[test]
+fn a_first_probe_charges_a_shared_producer_to_the_first_step_that_needs_it() {
+    let events = 4096u64;
+    let rows: Vec<(u64, u64)> = (0..events)
+        .map(|e| {
+            let pass = (0..CUTS.len()).fold(0u64, |m, j| m | u64::from(passes(j, e)) << j);
+            ((1 << CUTS.len()) - 1, pass)
+        })
+        .collect();
+    let chunk = events / 4;
+    let timings = |jets_on: Option<usize>| -> Vec<Vec<(f64, u64)>> {
+        (0..CUTS.len())
+            .map(|j| {
+                let per = CUTS[j].1 + if jets_on == Some(j) { JETS_S } else { 0.0 };
+                vec![(per * chunk as f64, chunk); 4]
+            })
+            .collect()
+    };
+    let (costs, shared, joint) = model_of(events);
+    let oracle = model::best_order(&costs, &shared, &[0; 5], &joint, 1 << 20).unwrap();
+    let cost = |order: &[usize]| model::expected_cost_order(&costs, &shared, order, &joint);
+
+    let planner = OrderingPlanner::new(&graph(), &OrderingOptions::new(Policy::Adaptive));
+    let jets = [ProbedProducer {
+        label: "jets".into(),
+        seconds: JETS_S * events as f64,
+        events,
+    }];
+    planner.decide_from_probe(0, &rows, &timings(None), &jets);
+    let order = order_of(&planner);
+    assert!(
+        cost(&order) <= 1.02 * oracle.cost && !CUTS[order[0]].3,
+        "{order:?} against the oracle's {:?}; {:#?}",
+        oracle.order,
+        planner.history()
+    );
+
+    let folded = OrderingPlanner::new(&graph(), &OrderingOptions::new(Policy::Adaptive));
+    folded.decide_from_probe(0, &rows, &timings(Some(2)), &[]);
+    let order = order_of(&folded);
+    assert!(
+        order[0] == 3 && cost(&order) > 2.0 * oracle.cost,
+        "{order:?}"
     );
 }

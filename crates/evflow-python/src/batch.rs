@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use evflow_core::ModuleError;
-use evflow_core::ordering::OrderingPlanner;
+use evflow_core::ordering::{OrderingPlanner, ProbedProducer};
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
@@ -66,11 +66,12 @@ pub(crate) struct Shared {
     /// Python helper: `probe(n) -> index_array`, the subsample of a batch
     /// of `n` events whose per-event decisions are measured.
     pub probe: Option<Py<PyAny>>,
-    /// Python helper: `first_probe(data, path) -> (known, passed, timings)
-    /// | None`, every filter of a path (and the producers it needs) run on
-    /// a subsample of the batch before it enters the path: per step, the
-    /// decided and passed flags per event and its `(seconds, events)`
-    /// timings.
+    /// Python helper: `first_probe(data, path) -> (known, passed, timings,
+    /// producers) | None`, every filter of a path (and the producers it
+    /// needs) run on a subsample of the batch before it enters the path:
+    /// per step, the decided and passed flags per event and its own
+    /// `(seconds, events)` timings; per producer run, `(label, seconds,
+    /// events)`, which the planner charges as it charges the producer.
     pub first_probe: Option<Py<PyAny>>,
     /// Per path: a first probe was tried (once per job: one that failed or
     /// decided nothing leaves the path to the batches' own probes).
@@ -217,7 +218,12 @@ pub(crate) fn first_probes(
     if len == 0 {
         return done;
     }
-    type Probed = (Vec<Vec<bool>>, Vec<Vec<bool>>, Vec<Vec<(f64, u64)>>);
+    type Probed = (
+        Vec<Vec<bool>>,
+        Vec<Vec<bool>>,
+        Vec<Vec<(f64, u64)>>,
+        Vec<(String, f64, u64)>,
+    );
     for (p, probed) in done.iter_mut().enumerate() {
         if !planner.wants_first_probe(p) {
             continue;
@@ -231,7 +237,7 @@ pub(crate) fn first_probes(
         let Ok(out) = run.bind(py).call1((data, p)) else {
             continue;
         };
-        let Ok(Some((known, passed, seconds))) = out.extract::<Option<Probed>>() else {
+        let Ok(Some((known, passed, seconds, producers))) = out.extract::<Option<Probed>>() else {
             continue;
         };
         let n_events = known.iter().map(Vec::len).max().unwrap_or(0);
@@ -239,7 +245,15 @@ pub(crate) fn first_probes(
         for (j, (k, ok)) in known.iter().zip(&passed).enumerate().take(64) {
             set_step_bits(&mut rows, j, k, ok);
         }
-        planner.decide_from_probe(p, &rows, &seconds);
+        let producers: Vec<ProbedProducer> = producers
+            .into_iter()
+            .map(|(label, seconds, events)| ProbedProducer {
+                label,
+                seconds,
+                events,
+            })
+            .collect();
+        planner.decide_from_probe(p, &rows, &seconds, &producers);
         *probed = true;
     }
     done

@@ -305,6 +305,21 @@ fn quantile_sorted(sorted: &[u64], q: f64) -> f64 {
     sorted[lo] as f64 * (1.0 - f) + sorted[hi] as f64 * f
 }
 
+/// A producer's running time in a first probe before a path (see
+/// [`OrderingPlanner::decide_from_probe`](super::OrderingPlanner::decide_from_probe)):
+/// computed once on `events` events of the probe, for the steps that
+/// needed it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProbedProducer {
+    /// The producer's module label.
+    pub label: String,
+    /// Its running time (seconds), its own only (not that of the
+    /// producers it consumes, which are reported apart).
+    pub seconds: f64,
+    /// The events it computed.
+    pub events: u64,
+}
+
 /// A step's measured cost: (mean, standard error, measurements of the step
 /// itself), in seconds; `None` for a step never timed.
 pub(crate) type Measured = Option<(f64, f64, usize)>;

@@ -16,12 +16,14 @@
 //!     samples: vec![(0b11, 0b01)], // both decided: `a` passed, `b` failed
 //!     stops: vec![StopCounts { order: vec![0, 1], stops: vec![10, 5, 85] }],
 //!     costs: vec![Some(StepCost { mean_s: 2e-6, se_s: 1e-7, measurements: 100 }), None],
+//!     ..Default::default()
 //! };
 //! let second = PathStatistics {
 //!     steps: vec!["b".into(), "a".into()],
 //!     samples: vec![(0b01, 0b00)], // only `b` decided: it failed
 //!     stops: vec![StopCounts { order: vec![1, 0], stops: vec![3, 1, 16] }],
 //!     costs: vec![Some(StepCost { mean_s: 5e-6, se_s: 2e-7, measurements: 50 }), None],
+//!     ..Default::default()
 //! };
 //! let mut merged = first.clone();
 //! merged.merge(&second).unwrap();
@@ -61,6 +63,25 @@ pub struct PathStatistics {
     pub stops: Vec<StopCounts>,
     /// Per step: its measured cost per event (`None`: never timed).
     pub costs: Vec<Option<StepCost>>,
+    /// The producers that several steps of the path need (and nothing
+    /// outside it), charged to the first of them to run: their measured
+    /// cost per execution (those timed only). Absent from statistics
+    /// written before they were exchanged, which read as none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared: Vec<SharedProducerCost>,
+}
+
+/// A producer that several steps of a path need, and its robust cost per
+/// execution. Matched by label: a process for which the producer is not
+/// shared by the path's steps (another path or an end-path module needs
+/// it too) does not charge it, and ignores it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SharedProducerCost {
+    /// The producer's module label.
+    pub producer: String,
+    /// Labels of the steps that need it (at least two).
+    pub steps: Vec<String>,
+    pub cost: StepCost,
 }
 
 /// The events observed under one order, by the position (in that order)
@@ -155,6 +176,48 @@ impl PathStatistics {
                 c.mean_s
             )));
         }
+        self.validate_shared().map_err(err)
+    }
+
+    /// Checks the shared producers: each listed once, not a step itself,
+    /// needed by two or more distinct steps of the path, with a cost that
+    /// is a duration.
+    fn validate_shared(&self) -> Result<(), String> {
+        for (k, s) in self.shared.iter().enumerate() {
+            let name = &s.producer;
+            if name.is_empty() {
+                return Err("a shared producer has no label".into());
+            }
+            if self.steps.contains(name) {
+                return Err(format!(
+                    "shared producer '{name}' is a step of the path, not a producer"
+                ));
+            }
+            if self.shared[..k].iter().any(|o| &o.producer == name) {
+                return Err(format!("shared producer '{name}' is listed twice"));
+            }
+            let mut steps: Vec<&String> = s.steps.iter().collect();
+            steps.sort();
+            steps.dedup();
+            if steps.len() != s.steps.len() || steps.len() < 2 {
+                return Err(format!(
+                    "shared producer '{name}' must name two or more distinct steps, not {:?}",
+                    s.steps
+                ));
+            }
+            if let Some(x) = s.steps.iter().find(|x| !self.steps.contains(x)) {
+                return Err(format!(
+                    "shared producer '{name}' is needed by '{x}', which is not a step of the path"
+                ));
+            }
+            let c = s.cost;
+            if !(c.mean_s.is_finite() && c.mean_s >= 0.0 && c.se_s.is_finite()) {
+                return Err(format!(
+                    "the cost of shared producer '{name}', {} s, is not a duration",
+                    c.mean_s
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -205,6 +268,7 @@ impl PathStatistics {
                 })
                 .collect(),
             costs,
+            shared: self.shared.clone(),
         })
     }
 
@@ -212,7 +276,8 @@ impl PathStatistics {
     /// its samples after these (the most recent [`MAX_EXCHANGED_SAMPLES`]
     /// kept), its stop counts summed with those of the same order (the
     /// [`MAX_EXCHANGED_ORDERS`] orders with the most events kept), and each
-    /// step's cost averaged with weights of their measurements.
+    /// step's cost, and each shared producer's (by label), averaged with
+    /// weights of their measurements.
     pub fn merge(&mut self, other: &PathStatistics) -> Result<(), StatisticsError> {
         let other = other.for_steps("", &self.steps)?;
         self.samples.extend_from_slice(&other.samples);
@@ -237,6 +302,25 @@ impl PathStatistics {
         self.stops.truncate(MAX_EXCHANGED_ORDERS);
         for (mine, theirs) in self.costs.iter_mut().zip(other.costs) {
             *mine = combine_costs(*mine, theirs);
+        }
+        // Shared producers by label, their costs averaged as the steps'.
+        for theirs in other.shared {
+            match self
+                .shared
+                .iter_mut()
+                .find(|s| s.producer == theirs.producer)
+            {
+                Some(mine) => {
+                    mine.cost =
+                        combine_costs(Some(mine.cost), Some(theirs.cost)).unwrap_or(mine.cost);
+                    for step in theirs.steps {
+                        if !mine.steps.contains(&step) {
+                            mine.steps.push(step);
+                        }
+                    }
+                }
+                None => self.shared.push(theirs),
+            }
         }
         Ok(())
     }

@@ -46,10 +46,10 @@ mod policy;
 
 use std::sync::Arc;
 
-pub use costs::{CostEstimate, robust_batch_cost, robust_cost};
+pub use costs::{CostEstimate, ProbedProducer, robust_batch_cost, robust_cost};
 pub use exchange::{
     MAX_EXCHANGED_ORDERS, MAX_EXCHANGED_SAMPLES, OrderingStatistics, PathStatistics,
-    StatisticsError, StepCost, StopCounts, merge_statistics,
+    SharedProducerCost, StatisticsError, StepCost, StopCounts, merge_statistics,
 };
 pub use planner::OrderingPlanner;
 pub use policy::{OrderingOptions, Policy, Tuning};

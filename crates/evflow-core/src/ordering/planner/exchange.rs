@@ -15,16 +15,19 @@ use std::sync::atomic::Ordering::Relaxed;
 use super::OrderingPlanner;
 use super::state::*;
 use super::stats::*;
+use crate::ordering::costs::Measured;
 use crate::ordering::exchange::{
-    OrderingStatistics, PathStatistics, StatisticsError, StepCost, StopCounts, combine_costs,
+    OrderingStatistics, PathStatistics, SharedProducerCost, StatisticsError, StepCost, StopCounts,
+    combine_costs,
 };
 use crate::ordering::policy::Policy;
 
 impl OrderingPlanner {
     /// What the `adaptive` planner measured itself on each of its dynamic
     /// paths (by path name): the sampled decision vectors of its window, the
-    /// stop counts of the orders it ran since the last drift, and the
-    /// robust cost of each step. Imported statistics are not included.
+    /// stop counts of the orders it ran since the last drift, the robust
+    /// cost of each step and of each producer several steps need (those
+    /// timed). Imported statistics are not included.
     pub fn statistics(&self) -> OrderingStatistics {
         let mut out = OrderingStatistics::new();
         for slot in &self.paths {
@@ -34,6 +37,21 @@ impl OrderingPlanner {
             }
             let n = d.steps.len();
             let (own_costs, _) = self.measure_costs(d);
+            let shared = d
+                .shared
+                .iter()
+                .zip(self.measure_shared(d))
+                .filter_map(|(&(m, by), e)| {
+                    Some(SharedProducerCost {
+                        producer: self.labels[m].clone(),
+                        steps: (0..n)
+                            .filter(|&i| by >> i & 1 == 1)
+                            .map(|i| self.labels[d.steps[i]].clone())
+                            .collect(),
+                        cost: step_cost(e)?,
+                    })
+                })
+                .collect();
             let st = lock(&d.state);
             let cur = read(&d.current).clone();
             let samples = {
@@ -68,16 +86,8 @@ impl OrderingPlanner {
                     steps: self.step_labels(d),
                     samples,
                     stops,
-                    costs: own_costs
-                        .iter()
-                        .map(|m| {
-                            m.map(|(mean_s, se_s, n)| StepCost {
-                                mean_s,
-                                se_s,
-                                measurements: n as u64,
-                            })
-                        })
-                        .collect(),
+                    costs: own_costs.iter().map(|&m| step_cost(m)).collect(),
+                    shared,
                 },
             );
         }
@@ -142,6 +152,18 @@ impl OrderingPlanner {
                 })
                 .collect(),
             costs: ps.costs.clone(),
+            // By label; a producer this planner does not charge to the
+            // path's steps (something outside the path needs it) is left.
+            shared: d
+                .shared
+                .iter()
+                .map(|&(m, _)| {
+                    ps.shared
+                        .iter()
+                        .find(|s| s.producer == self.labels[m])
+                        .map(|s| s.cost)
+                })
+                .collect(),
         };
         let enough = imported.samples.len() >= MIN_SAMPLES_TO_REORDER;
         let mut st = lock(&d.state);
@@ -183,15 +205,18 @@ impl OrderingPlanner {
     }
 }
 
-/// A step's own measured cost combined with the imported one.
-pub(super) fn with_imported_cost(
-    own: crate::ordering::costs::Measured,
-    imported: Option<StepCost>,
-) -> crate::ordering::costs::Measured {
-    let own = own.map(|(mean_s, se_s, n)| StepCost {
+/// A measured cost as exchanged.
+pub(super) fn step_cost(m: Measured) -> Option<StepCost> {
+    m.map(|(mean_s, se_s, n)| StepCost {
         mean_s,
         se_s,
         measurements: n as u64,
-    });
-    combine_costs(own, imported).map(|c| (c.mean_s, c.se_s, c.measurements as usize))
+    })
+}
+
+/// A measured cost (a step's own, or a shared producer's) combined with
+/// another measurement of it (imported, or from other timings), weighted
+/// by their measurements.
+pub(super) fn with_imported_cost(own: Measured, imported: Option<StepCost>) -> Measured {
+    combine_costs(step_cost(own), imported).map(|c| (c.mean_s, c.se_s, c.measurements as usize))
 }

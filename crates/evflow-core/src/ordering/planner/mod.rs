@@ -21,6 +21,7 @@
 //!   the pass model and the sampling rates (statistics and sampling);
 //! * `state`: the plans in force of each path and its checkpoint state;
 //! * `needs`: the producers only one step needs, and those several do;
+//! * `probe`: the first decision, from a probe before a batch's path;
 //! * `adaptive`: the checkpoint and the decision algorithms (the exact DP
 //!   over feasible prefix sets, the rank rule, A-Greedy, via `model`);
 //! * `drift`: the drift test and re-learning;
@@ -34,6 +35,7 @@ mod drift;
 mod exchange;
 mod hepframe;
 mod needs;
+mod probe;
 mod report;
 mod robust;
 mod state;
@@ -307,57 +309,15 @@ impl OrderingPlanner {
         }
     }
 
-    /// Whether a batch about to enter `path` should first run a probe of
-    /// its events through every step and hand it to
-    /// [`decide_from_probe`](Self::decide_from_probe): an `adaptive` path
-    /// that has no per-event samples yet, so no order has been decided
-    /// from data. Without it the first batches, which start together,
-    /// would run the written order on all of their events.
-    pub fn wants_first_probe(&self, path: PathIdx) -> bool {
-        match &self.paths[path] {
-            Slot::Dynamic(d) if d.policy == Policy::Adaptive => {
-                lock(&d.samples).total == 0 && !d.imported.load(Relaxed)
-            }
-            _ => false,
-        }
-    }
-
-    /// A probe run through every step of `path` before the batch's path
-    /// starts: per-event `(known, passed)` vectors as for
-    /// [`observe_event_samples`](Self::observe_event_samples), and per step
-    /// (position in the written order) its timings on parts of the probe,
-    /// `(seconds, events seen)`. The timings join the step's measurements
-    /// (costs per event seen, as for any batch: several of them give the
-    /// estimate its uncertainty), the vectors the samples, and the path
-    /// decides at once on the calling thread, so that this batch and those
-    /// read after it start with an order decided from data. Nobody waits:
-    /// if another thread holds the path's decision state, the decision
-    /// comes at the next observed batch instead.
-    pub fn decide_from_probe(
-        &self,
-        path: PathIdx,
-        samples: &[(u64, u64)],
-        timings: &[Vec<(f64, u64)>],
-    ) {
-        let Slot::Dynamic(d) = &self.paths[path] else {
-            return;
-        };
-        for (j, list) in timings.iter().enumerate().take(d.steps.len()) {
-            // The probe's timings include the producers the step needs:
-            // they are the step's cost per event, as a batch's timings.
-            for &(seconds, events) in list {
-                self.push_batch_timing(d.steps[j], seconds, events);
-            }
-        }
-        self.observe_event_samples(path, samples);
-        d.next_check.store(0, Relaxed);
-        self.checkpoint(d, d.observed.load(Relaxed));
-    }
-
     /// Keeps a timing of `module` run on a batch (per event seen, with the
     /// events as its weight); returns its ring, or `None` when the module
     /// is not timed or the timing says nothing.
-    fn push_batch_timing(&self, module: ModuleIdx, seconds: f64, events: u64) -> Option<&Ring> {
+    pub(super) fn push_batch_timing(
+        &self,
+        module: ModuleIdx,
+        seconds: f64,
+        events: u64,
+    ) -> Option<&Ring> {
         if events == 0 || !seconds.is_finite() || seconds < 0.0 {
             return None;
         }

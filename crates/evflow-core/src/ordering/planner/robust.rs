@@ -109,36 +109,49 @@ impl OrderingPlanner {
     }
 
     /// The robust cost per execution of each producer of `Dyn::shared`,
-    /// like a step's own. On batches, a call computes the events of the
-    /// first step that needs it, which saw the most events per call among
-    /// its steps: a timing per call is spread over those (a timing per
-    /// event seen, from a probe, is taken as it is).
+    /// like a step's own. Its timings per event seen (a first probe's)
+    /// and per call are combined, weighted by their measurements, so that
+    /// the calls' outweigh the probe's as they accumulate. On batches, a
+    /// call computes the events of the first step that needs it, which saw
+    /// the most events per call among its steps: a timing per call is
+    /// spread over those, and counts as a batch step's timing does.
     pub(super) fn measure_shared(&self, d: &Dyn) -> Vec<costs::Measured> {
         let mut buf = Vec::with_capacity(costs::RING);
         let mut batch = Vec::with_capacity(costs::RING);
         d.shared
             .iter()
             .map(|&(m, by)| {
-                if let Some(ring) = &self.batch_rings[m] {
+                let probed = self.batch_rings[m].as_ref().and_then(|ring| {
                     ring.snapshot(&mut buf);
                     batch.clear();
                     batch.extend(buf.iter().map(|&v| costs::unpack_batch(v)));
-                    if let Some((e, weight)) = costs::robust_batch_cost(&mut batch) {
-                        return Some((e.mean_s, e.se_s, weight as usize));
-                    }
-                }
-                let ring = self.rings[m].as_ref()?;
-                ring.snapshot(&mut buf);
-                let e = costs::robust_cost(&mut buf)?;
-                let per = (0..d.steps.len())
-                    .filter(|&i| by >> i & 1 == 1)
-                    .filter_map(|i| {
-                        let seen = d.batch_seen[i].load(Relaxed);
-                        (seen > 0).then(|| d.batch_runs[i].load(Relaxed) as f64 / seen as f64)
-                    })
-                    .reduce(f64::min)
-                    .unwrap_or(1.0);
-                Some((e.mean_s * per, e.se_s * per, e.kept))
+                    let (e, weight) = costs::robust_batch_cost(&mut batch)?;
+                    Some((e.mean_s, e.se_s, weight as usize))
+                });
+                let called = self.rings[m].as_ref().and_then(|ring| {
+                    ring.snapshot(&mut buf);
+                    let e = costs::robust_cost(&mut buf)?;
+                    let per = (0..d.steps.len())
+                        .filter(|&i| by >> i & 1 == 1)
+                        .filter_map(|i| {
+                            let seen = d.batch_seen[i].load(Relaxed);
+                            (seen > 0).then(|| d.batch_runs[i].load(Relaxed) as f64 / seen as f64)
+                        })
+                        .reduce(f64::min);
+                    let Some(per) = per else {
+                        return Some((e.mean_s, e.se_s, e.kept));
+                    };
+                    // Timings of whole batches: each worth as many timings
+                    // of single events as a batch step's.
+                    let weight = (1.0 / per).clamp(1.0, costs::BATCH_TIMING_WEIGHT);
+                    let se = if e.kept == 1 {
+                        e.se_s / weight.sqrt()
+                    } else {
+                        e.se_s
+                    };
+                    Some((e.mean_s * per, se * per, (e.kept as f64 * weight) as usize))
+                });
+                super::exchange::with_imported_cost(called, super::exchange::step_cost(probed))
             })
             .collect()
     }
@@ -161,7 +174,10 @@ impl OrderingPlanner {
             st.decided_costs[i] = est[i].map_or(f64::NAN, |e| e.0);
         }
         let pool = costs::pool(&est);
-        for (k, e) in self.measure_shared(d).into_iter().enumerate() {
+        for (k, mut e) in self.measure_shared(d).into_iter().enumerate() {
+            if let Some(imp) = &st.imported {
+                e = super::exchange::with_imported_cost(e, imp.shared.get(k).copied().flatten());
+            }
             let (c, se) = match e {
                 Some(_) => costs::shrink_towards(e, pool),
                 None => (0.0, 0.0),

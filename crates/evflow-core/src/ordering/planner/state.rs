@@ -234,6 +234,8 @@ pub(super) struct Imported {
     pub(super) samples: Vec<Sample>,
     pub(super) epochs: Vec<Epoch>,
     pub(super) costs: Vec<Option<crate::ordering::exchange::StepCost>>,
+    /// Per producer of `Dyn::shared`: its imported cost per execution.
+    pub(super) shared: Vec<Option<crate::ordering::exchange::StepCost>>,
 }
 
 impl Imported {

@@ -207,7 +207,7 @@ fn a_probe_before_the_path_decides_at_once() {
         chunks([2.05e-3, 2.04e-3, 2.06e-3, 2.03e-3]),
         chunks([1.02e-3, 1.03e-3, 1.01e-3, 1.02e-3]),
     ];
-    planner.decide_from_probe(0, &rows, &timings);
+    planner.decide_from_probe(0, &rows, &timings, &[]);
     assert_eq!(planner.current_order(0), ["f1", "f0"]);
     assert!(!planner.wants_first_probe(0));
     let Slot::Dynamic(d) = &planner.paths[0] else {
@@ -246,7 +246,7 @@ fn batch_timings_correct_a_probe_slowed_by_other_processes() {
         .map(|k| (0b11, u64::from(k % 5 < 3) | u64::from(k / 5 % 5 < 3) << 1))
         .collect();
     let chunks = |per_event: f64| vec![(per_event * 1024.0, 1024); 4];
-    planner.decide_from_probe(0, &rows, &[chunks(0.6e-6), chunks(0.5e-6)]);
+    planner.decide_from_probe(0, &rows, &[chunks(0.6e-6), chunks(0.5e-6)], &[]);
     assert_eq!(planner.current_order(0), ["f1", "f0"]);
     let cost = [0.4e-6, 0.5e-6];
     let mut noise = 0x2545_f491_4f6c_dd1du64;
