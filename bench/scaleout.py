@@ -373,11 +373,12 @@ def curve(args: argparse.Namespace, data_dir: Path) -> int:
     if args.ceiling:
         print(f"  {fmt}: {top} independent single-threaded processes ...", file=sys.stderr)
         ceiling = independent(ins, warm, args.queries, top, args)
-    rates: dict[int, dict[int, float]] = {}
     same: dict[int, bool] = dict.fromkeys(args.queries, True)
-    for n in args.curve:
-        print(f"  {n} worker processes ...", file=sys.stderr)
-        cluster, client = _cluster(n)
+
+    def on_cluster(n: int, env: dict[str, str] | None = None) -> dict[int, float]:
+        """Every query's rate on a fresh cluster of ``n`` worker processes."""
+        print(f"  {n} worker processes{'' if not env else f', {env}'} ...", file=sys.stderr)
+        cluster, client = _cluster(n, env)
         try:
             client.wait_for_workers(n, timeout=120)
             got = queries_on_cluster(
@@ -386,24 +387,12 @@ def curve(args: argparse.Namespace, data_dir: Path) -> int:
         finally:
             client.close()
             cluster.close()
-        rates[n] = {q: rate(r["events"], r["wall_s"]) for q, r in got.items()}
         for q, r in got.items():
             same[q] = same[q] and r["hists"] == one[q]["hists"]
-    other: dict[int, float] = {}
-    if args.worker_cores:
-        print(f"  {top} worker processes, EVFLOW_CORES={args.worker_cores} ...", file=sys.stderr)
-        cluster, client = _cluster(top, {"EVFLOW_CORES": str(args.worker_cores)})
-        try:
-            client.wait_for_workers(top, timeout=120)
-            got = queries_on_cluster(
-                client, ins, warm, args.queries, args.step_size, args.kernels, args.best_of
-            )
-        finally:
-            client.close()
-            cluster.close()
-        other = {q: rate(r["events"], r["wall_s"]) for q, r in got.items()}
-        for q, r in got.items():
-            same[q] = same[q] and r["hists"] == one[q]["hists"]
+        return {q: rate(r["events"], r["wall_s"]) for q, r in got.items()}
+
+    rates = {n: on_cluster(n) for n in args.curve}
+    other = on_cluster(top, {"EVFLOW_CORES": str(args.worker_cores)}) if args.worker_cores else {}
     print(
         f"## Scaling, {fmt} (events/s; speed-up over one single-threaded process; efficiency = speed-up / processes)\n"
     )
@@ -440,7 +429,7 @@ def curve(args: argparse.Namespace, data_dir: Path) -> int:
             print(f"| Q{q} | {eff:.2f} | {want:.1f} | {met} |")
     if other:
         print(f"\n### {top} worker processes: each task's share of the cores (default) against "
-              f"EVFLOW_CORES={args.worker_cores} in every worker (its read-ahead up to that many + 1 threads)\n")  # fmt: skip
+              f"EVFLOW_CORES={args.worker_cores} in every worker (each task then reads with up to its share of {args.worker_cores} cores + 1 threads)\n")  # fmt: skip
         print(f"| query | default | EVFLOW_CORES={args.worker_cores} | default / other |")
         print("| --- | ---: | ---: | ---: |")
         for q in args.queries:
