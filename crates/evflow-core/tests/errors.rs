@@ -199,6 +199,62 @@ fn skip_event_policy_lists_exactly_the_failed_events() {
     }
 }
 
+/// A sampled event of an adaptive path goes on, after the step that
+/// rejected it, with the other steps, to measure them for the planner; its
+/// decision is already made. A step (or a producer only such a measurement
+/// needs) failing there fails nothing: under either policy the job runs as
+/// in the written order, where `cut` rejects the odd events and `heavy` and
+/// its `jets` producer never run on them.
+#[test]
+fn a_module_failing_where_only_the_planner_measures_it_fails_nothing() {
+    use evflow_core::ordering::{OrderingOptions, Policy};
+    for options in all_options() {
+        for on_error in [ErrorPolicy::Fail, ErrorPolicy::SkipEvent] {
+            let log = Log::new();
+            let mut p = Process::new("measured");
+            p.set_source(EmptySource::new(N).events_per_lumi(10));
+            p.add(
+                Probe::new(&log, "cut")
+                    .pass(|id| id.event % 2 == 0)
+                    .filter(),
+            );
+            p.add(
+                Probe::new(&log, "jets")
+                    .fail_on(&[11])
+                    .puts(&[""])
+                    .producer(),
+            );
+            p.add(
+                Probe::new(&log, "heavy")
+                    .reads(&["jets"])
+                    .fail_on(&[3, 5, 9, 21, 33])
+                    .filter(),
+            );
+            p.add_path(PathDesc::new("sel", ["cut", "heavy"]).reorderable(true));
+            let options = RunOptions {
+                on_error,
+                planner: Some(OrderingOptions::new(Policy::Adaptive).factory()),
+                ..options.clone()
+            };
+            let label = format!("{options:?}");
+            let report = run_watched(p, options).unwrap_or_else(|e| panic!("{label}: {e}"));
+            assert!(
+                report.failed_events.is_empty(),
+                "{label}: {:?}",
+                report.failed_events
+            );
+            assert_eq!(report.events, N, "{label}");
+            assert_eq!(report.paths[0].passed, N / 2, "{label}");
+            // The measurements ran: the warm-up samples every event.
+            let odd = log
+                .runs_per_event("heavy")
+                .into_keys()
+                .filter(|e| e % 2 == 1);
+            assert!(odd.count() > 10, "{label}");
+        }
+    }
+}
+
 #[test]
 fn source_errors_and_panics_fail_the_job() {
     for options in all_options() {

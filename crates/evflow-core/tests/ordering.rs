@@ -944,3 +944,22 @@ fn a_sampled_plan_runs_after_a_rejection_what_its_row_for_that_rejection_says() 
         }
     }
 }
+
+/// The final entry of a short job (all of it in the warm-up, no decision
+/// of `hepframe`) counts the events the path saw, and calls them events,
+/// not batches: it said "after 1 events" and "75 sampled events (event by
+/// event, in 1 batches)" for 75 events.
+#[test]
+fn the_final_entry_of_a_short_job_counts_its_events() {
+    for policy in [Policy::Adaptive, Policy::HepFrame] {
+        let (_, report) = run_job(40, options(policy, |t| t.warmup_events = 64), 2, 2);
+        let last = report.orderings.last().unwrap();
+        assert!(
+            last.reason.starts_with("in use at the end"),
+            "{}",
+            last.reason
+        );
+        assert_eq!(last.at_event, 40, "{policy:?}: {}", last.reason);
+        assert!(!last.reason.contains("batches"), "{}", last.reason);
+    }
+}

@@ -207,7 +207,9 @@ impl Engine {
         }
         let outcome = match (result, failure) {
             (Ok(Ok(outcome)), _) => outcome,
-            (_, message) => self.module_failed(module, data.id, message.unwrap_or_default(), out),
+            (_, message) => {
+                self.module_failed(slot, module, data.id, message.unwrap_or_default(), out)
+            }
         };
         self.coordinator
             .module_done(slot, module, instance, outcome, out, &**self);
@@ -215,11 +217,18 @@ impl Engine {
 
     pub(super) fn module_failed(
         &self,
+        slot: usize,
         module: ModuleIdx,
         id: EventId,
         message: String,
         out: &mut Vec<Task>,
     ) -> Outcome {
+        // A module run only to measure steps after the event's rejection,
+        // for the ordering planner: the event's decision is made, and the
+        // failure fails nothing (`EventState::measurement_failed`).
+        if self.coordinator.measurement_failed(slot, module) {
+            return Outcome::Failed;
+        }
         self.stats[module].failures.fetch_add(1, Ordering::Relaxed);
         let label = self.graph.modules[module].label.clone();
         // Under either policy the report lists the event: the report of a

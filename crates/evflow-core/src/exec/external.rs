@@ -87,7 +87,7 @@ impl Engine {
                 .coordinator
                 .acquire_done(slot, module, instance, out, self),
             Some(message) => {
-                self.module_failed(module, id, message, out);
+                self.module_failed(slot, module, id, message, out);
                 self.coordinator
                     .module_done(slot, module, instance, Outcome::Failed, out, self);
             }

@@ -67,6 +67,13 @@ pub struct EventState {
     dispatched: usize,
     failed: bool,
     index: u64,
+    /// Requested only to measure steps of a sampled path after its
+    /// rejection (with the producers they alone need): a failure there
+    /// fails nothing. Cleared once anything else needs the module.
+    measuring: Vec<bool>,
+    /// Measurements that failed: done, not passed, reported by no path; a
+    /// module needed otherwise runs again (and fails the event if it fails).
+    lost: Vec<bool>,
     /// Per path: each step that must follow others (`after`, or a product
     /// it needs), with those steps. See [`Self::guard_rejected`].
     guards: Arc<[PathGuards]>,
@@ -95,6 +102,8 @@ impl EventState {
             dispatched: 0,
             failed: false,
             index: 0,
+            measuring: vec![false; n],
+            lost: vec![false; n],
             guards: graph
                 .paths
                 .iter()
@@ -141,6 +150,8 @@ impl EventState {
         self.end_pending = 0;
         self.dispatched = 0;
         self.failed = false;
+        self.measuring.fill(false);
+        self.lost.fill(false);
         for p in 0..graph.paths.len() {
             self.advance(graph, p, ready);
         }
@@ -167,6 +178,10 @@ impl EventState {
         match outcome {
             Outcome::Pass => self.passed[module] = true,
             Outcome::Reject => self.passed[module] = false,
+            Outcome::Failed if self.lost[module] && !self.failed => {
+                self.lose(graph, module, ready);
+                return;
+            }
             Outcome::Failed => {
                 self.failed = true;
                 return;
@@ -195,6 +210,73 @@ impl EventState {
         }
         if graph.modules[module].end_path {
             self.end_pending -= 1;
+        }
+    }
+
+    /// `module`, running, failed: whether it ran only to measure steps after
+    /// a rejection ([`Self::measuring`]), then a lost measurement that
+    /// fails nothing (the caller reports no failure; `module_done` follows).
+    /// Also on an event failed meanwhile: what fails it is reported once,
+    /// whatever the timing of the measurements.
+    pub fn measurement_failed(&mut self, module: ModuleIdx) -> bool {
+        self.lost[module] = self.measuring[module];
+        self.lost[module]
+    }
+
+    /// A lost measurement: `m` counts as done, passed by no path, and so do
+    /// the measurements waiting for its products. A module that something
+    /// else needs meanwhile runs again, as it would have without sampling.
+    fn lose(&mut self, graph: &Graph, m: ModuleIdx, ready: &mut Vec<ModuleIdx>) {
+        self.status[m] = Status::Done;
+        (self.passed[m], self.lost[m], self.measuring[m]) = (false, true, false);
+        let consumers = &graph.modules[m].consumers;
+        if consumers
+            .iter()
+            .any(|&c| self.status[c] == Status::Waiting && !self.measuring[c])
+        {
+            // Claimed after it failed: it runs for real (the measurements
+            // waiting for it wait for that run).
+            self.revive(graph, m, ready);
+            return;
+        }
+        for &c in consumers {
+            // Losing one may move a path on to a measurement that asks for
+            // `m` again: the rest then wait for that run.
+            if self.status[m] != Status::Done {
+                return;
+            }
+            if self.status[c] == Status::Waiting {
+                self.lose(graph, c, ready);
+            }
+        }
+        for &p in &graph.modules[m].paths {
+            if self.status[m] == Status::Done
+                && self.path_status[p] == PathStatus::Running
+                && self.plans[p]
+                    .groups
+                    .get(self.cursor[p] as usize)
+                    .is_some_and(|g| g.contains(&m))
+            {
+                self.advance(graph, p, ready);
+            }
+        }
+    }
+
+    /// Runs a lost measurement again, for what needs it now.
+    fn revive(&mut self, graph: &Graph, m: ModuleIdx, ready: &mut Vec<ModuleIdx>) {
+        (self.status[m], self.lost[m]) = (Status::Idle, false);
+        self.request(graph, m, false, ready);
+    }
+
+    /// Something other than a measurement needs `m`: it and the producers
+    /// it waits for are measurements no more.
+    fn claim(&mut self, graph: &Graph, m: ModuleIdx) {
+        if std::mem::replace(&mut self.measuring[m], false) {
+            for &p in &graph.modules[m].prereqs {
+                if self.status[p] != Status::Done {
+                    self.claim(graph, p);
+                }
+            }
         }
     }
 
@@ -297,7 +379,7 @@ impl EventState {
                     // have run the module).
                     continue;
                 }
-                if self.status[m] == Status::Done {
+                if self.status[m] == Status::Done && !self.lost[m] {
                     out.steps.push((m, self.passed[m]));
                     out.counts.push(None);
                     if !self.passed[m] && rejected_at.is_none() {
@@ -330,11 +412,16 @@ impl EventState {
                 continue;
             }
             let mut complete = true;
+            let measure = k != NOT_REJECTED;
             for &m in group {
                 if plan.evaluate_all && self.guard_rejected(p, m) {
                     continue;
                 }
                 match self.status[m] {
+                    Status::Done if self.lost[m] && !measure => {
+                        self.revive(graph, m, ready);
+                        complete = false;
+                    }
                     Status::Done if self.passed[m] => {}
                     Status::Done if plan.evaluate_all => {
                         if self.rejected_at[p] == NOT_REJECTED {
@@ -346,10 +433,15 @@ impl EventState {
                         return;
                     }
                     Status::Idle => {
-                        self.request(graph, m, ready);
+                        self.request(graph, m, measure, ready);
                         complete = false;
                     }
-                    Status::Waiting | Status::Dispatched => complete = false,
+                    Status::Waiting | Status::Dispatched => {
+                        if !measure {
+                            self.claim(graph, m);
+                        }
+                        complete = false;
+                    }
                 }
             }
             if !complete {
@@ -405,21 +497,28 @@ impl EventState {
                     .any(|&p| self.path_status[p] == PathStatus::Accepted);
             if selected && self.status[step.module] == Status::Idle {
                 self.end_pending += 1;
-                self.request(graph, step.module, ready);
+                self.request(graph, step.module, false, ready);
             }
         }
     }
 
-    fn request(&mut self, graph: &Graph, m: ModuleIdx, ready: &mut Vec<ModuleIdx>) {
+    /// `measure`: only to measure a step after the path's rejection.
+    fn request(&mut self, graph: &Graph, m: ModuleIdx, measure: bool, ready: &mut Vec<ModuleIdx>) {
         debug_assert_eq!(self.status[m], Status::Idle);
         if self.failed {
             return;
         }
         self.status[m] = Status::Waiting;
+        self.measuring[m] = measure;
         let mut pending = 0;
         for &p in &graph.modules[m].prereqs {
+            if self.status[p] == Status::Done && self.lost[p] {
+                (self.status[p], self.lost[p]) = (Status::Idle, false);
+            }
             if self.status[p] == Status::Idle {
-                self.request(graph, p, ready);
+                self.request(graph, p, measure, ready);
+            } else if !measure {
+                self.claim(graph, p);
             }
             if self.status[p] != Status::Done {
                 pending += 1;
@@ -439,124 +538,4 @@ impl EventState {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::error::ModuleResult;
-    use crate::event::Event;
-    use crate::module::{Filter, Transitions};
-    use crate::process::{ModuleDesc, PathDesc, Process};
-    use crate::source::EmptySource;
-
-    struct Pass;
-    impl Transitions for Pass {}
-    impl Filter for Pass {
-        fn filter(&self, _: &Event<'_>) -> ModuleResult<bool> {
-            Ok(true)
-        }
-    }
-
-    /// Path `sel`: `a > b`, reorderable; `c`: the one step of two paths.
-    fn graph() -> Graph {
-        let mut proc = Process::new("replan");
-        proc.set_source(EmptySource::new(1));
-        for label in ["a", "b", "c"] {
-            proc.add(ModuleDesc::filter(label, Pass));
-        }
-        proc.add_path(PathDesc::new("sel", ["a", "b"]).reorderable(true));
-        proc.add_path(PathDesc::new("one", ["c"]).reorderable(true));
-        proc.add_path(PathDesc::new("two", ["c"]).reorderable(true));
-        proc.compile().unwrap()
-    }
-
-    #[test]
-    fn a_path_not_started_takes_the_plan_decided_meanwhile() {
-        let g = graph();
-        let (a, b) = (g.paths[0].steps[0], g.paths[0].steps[1]);
-        let c = g.paths[1].steps[0];
-        let mut st = EventState::new(&g);
-        let mut ready = Vec::new();
-        st.start(
-            &g,
-            7,
-            |p| Arc::new(PathPlan::sequence(g.paths[p].steps.iter().copied())),
-            &mut ready,
-        );
-        assert_eq!(ready, [a, c]);
-        // A step of two paths is never withdrawn for one of them.
-        assert_eq!(st.unstarted_path(&g, c), None);
-        assert_eq!(st.unstarted_path(&g, a), Some(0));
-        // A plan with the same first step: `a` runs, under the new plan.
-        ready.clear();
-        assert!(st.replan(&g, 0, a, Arc::new(PathPlan::sequence([a, b])), &mut ready));
-        assert!(ready.is_empty());
-        // Another first step: `a` is withdrawn and `b` dispatched instead.
-        assert!(!st.replan(&g, 0, a, Arc::new(PathPlan::sequence([b, a])), &mut ready));
-        assert_eq!(ready, [b]);
-        assert_eq!(st.unstarted_path(&g, a), None);
-        ready.clear();
-        st.module_done(&g, c, Outcome::Pass, &mut ready);
-        st.module_done(&g, b, Outcome::Reject, &mut ready);
-        assert!(ready.is_empty());
-        assert_eq!(st.path_status()[0], PathStatus::Rejected);
-        let mut out = PathOutcome::default();
-        st.path_outcome(0, &mut out);
-        assert_eq!(out.steps, [(b, false)]);
-        assert!(st.is_finished());
-    }
-
-    /// A sampled event (every step evaluated) rejected by `a` does not run
-    /// `b`, declared after it, for the path, and leaves it out of the
-    /// path's outcome even when another path runs `b`; `c`, unguarded, is
-    /// still measured after the rejection.
-    #[test]
-    fn a_sampled_event_never_runs_a_step_whose_guard_rejected_it() {
-        let mut proc = Process::new("guards");
-        proc.set_source(EmptySource::new(1));
-        for label in ["a", "b", "c"] {
-            proc.add(ModuleDesc::filter(label, Pass));
-        }
-        proc.add_path(
-            PathDesc::new("sel", ["a", "b", "c"])
-                .reorderable(true)
-                .after("b", "a"),
-        );
-        proc.add_path(PathDesc::new("other", ["b"]));
-        let g = proc.compile().unwrap();
-        let [a, b, c] = [0, 1, 2].map(|i| g.paths[0].steps[i]);
-        let sampled = |p: PathIdx| {
-            let mut plan = PathPlan::sequence(g.paths[p].steps.iter().copied());
-            plan.evaluate_all = p == 0;
-            Arc::new(plan)
-        };
-        let mut st = EventState::new(&g);
-        let mut ready = Vec::new();
-        st.start(&g, 0, sampled, &mut ready);
-        assert_eq!(ready, [a, b], "the other path requests b at once");
-        ready.clear();
-        st.module_done(&g, a, Outcome::Reject, &mut ready);
-        // `b` is not the path's step any more: the path goes on with `c`.
-        assert_eq!(ready, [c]);
-        ready.clear();
-        st.module_done(&g, b, Outcome::Pass, &mut ready);
-        st.module_done(&g, c, Outcome::Pass, &mut ready);
-        assert_eq!(st.path_status()[0], PathStatus::Rejected);
-        let mut out = PathOutcome::default();
-        st.path_outcome(0, &mut out);
-        assert_eq!(out.steps, [(a, false), (c, true)]);
-        // Without the other path, `b` never runs on the event.
-        let mut st = EventState::new(&g);
-        let only_sel = |p: PathIdx| {
-            if p == 0 {
-                sampled(0)
-            } else {
-                Arc::new(PathPlan::sequence([]))
-            }
-        };
-        ready.clear();
-        st.start(&g, 1, only_sel, &mut ready);
-        assert_eq!(ready, [a]);
-        ready.clear();
-        st.module_done(&g, a, Outcome::Reject, &mut ready);
-        assert_eq!(ready, [c]);
-    }
-}
+mod tests;

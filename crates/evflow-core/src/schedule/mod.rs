@@ -208,6 +208,13 @@ impl Coordinator {
         }
     }
 
+    /// `module` failed on the event in `slot`: whether it ran only to
+    /// measure steps after a rejection, a failure that fails nothing
+    /// ([`EventState::measurement_failed`]).
+    pub fn measurement_failed(&self, slot: usize, module: ModuleIdx) -> bool {
+        lock(&self.slots[slot]).measurement_failed(module)
+    }
+
     /// Before `module` runs on the event in `slot` (its first phase): when
     /// it is the first step of a reorderable path that has not started on
     /// the event, the path takes the plan in force now (the planner may

@@ -191,6 +191,7 @@ impl OrderingPlanner {
                     id: NEXT_PATH_ID.fetch_add(1, Relaxed),
                     generation: AtomicU64::new(0),
                     observed: AtomicU64::new(0),
+                    seen: Striped::new(1),
                     next_check: AtomicU64::new(first_decision(policy, tuning, None)),
                     stops: Striped::new(n + 1),
                     batch_seen: (0..n).map(|_| AtomicU64::new(0)).collect(),
@@ -379,6 +380,7 @@ impl Planner for OrderingPlanner {
         // The planner's clock: events are observed in about the order of
         // their index.
         let n_obs = event_index + 1;
+        d.seen.raise(0, n_obs);
         let batch = outcome.counts.iter().any(Option::is_some);
         if batch {
             if record_batch(d, outcome) {

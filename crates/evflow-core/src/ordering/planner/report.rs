@@ -17,7 +17,7 @@ impl OrderingPlanner {
             let s = lock(&d.samples);
             // Steps run by sampled events beyond the regular plan, after
             // the first 2% of the events (a warm-up of at most 2%).
-            let observed = d.observed.load(Relaxed);
+            let observed = observed(d);
             let mut extra = vec![0u64; d.steps.len()];
             for &(index, mask) in &s.extra_log {
                 if index >= observed / 50 {
@@ -28,7 +28,7 @@ impl OrderingPlanner {
             }
             (s.total, extra)
         };
-        let observed = d.observed.load(Relaxed);
+        let observed = observed(d);
         let (hot, decide) = self.overhead_s();
         let flow: Vec<String> = cur
             .order
@@ -137,7 +137,7 @@ impl OrderingPlanner {
                 sampled,
                 // Batches (the Python face) are sampled event by event:
                 // then a share of the engine's events means nothing.
-                if sampled <= observed {
+                if d.batch_obs.load(Relaxed) == 0 {
                     format!(" ({:.2}%)", 100.0 * sampled as f64 / observed.max(1) as f64)
                 } else {
                     format!(" (event by event, in {observed} batches)")
@@ -157,4 +157,10 @@ impl OrderingPlanner {
             ),
         }
     }
+}
+
+/// Events (or batches) observed on the path by the end: the planner's
+/// clock moves on one event in 256 and at decisions only.
+fn observed(d: &Dyn) -> u64 {
+    d.observed.load(Relaxed).max(d.seen.highest(0))
 }

@@ -68,6 +68,10 @@ pub(super) struct Dyn {
     /// The highest event index seen plus one (updated on one event in 256
     /// and at checkpoints: the count of events observed, about).
     pub(super) observed: AtomicU64,
+    /// The highest event index seen plus one, on every event: the count
+    /// the final entry reports (a short job may end before `observed`
+    /// moves past its first event).
+    pub(super) seen: Striped,
     pub(super) next_check: AtomicU64,
     /// Events since the order was installed, by the position (in that
     /// order) of the step that rejected them; index `n`: accepted.

@@ -90,6 +90,17 @@ impl Striped {
             .map(|s| self.cells[s * self.width + i].load(Relaxed))
             .sum()
     }
+    /// Raises counter `i` of the calling thread's stripe to `v`: with
+    /// [`highest`](Self::highest), a maximum kept without contention.
+    pub(super) fn raise(&self, i: usize, v: u64) {
+        self.cells[stripe() * self.width + i].fetch_max(v, Relaxed);
+    }
+    pub(super) fn highest(&self, i: usize) -> u64 {
+        (0..STRIPES)
+            .map(|s| self.cells[s * self.width + i].load(Relaxed))
+            .max()
+            .unwrap_or(0)
+    }
     pub(super) fn snapshot(&self, len: usize) -> Vec<u64> {
         (0..len).map(|i| self.get(i)).collect()
     }
