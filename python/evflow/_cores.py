@@ -11,13 +11,20 @@ threads on a 16-core machine).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
+from collections.abc import Iterator
 
 from .errors import ConfigurationError
 
 #: The share of its machine's cores of one task slot of a distributed worker
-#: process, set by the chunk tasks (:func:`set_task_share`); None elsewhere.
+#: process, set by the chunk tasks (:func:`set_task_share`, :func:`task_share`)
+#: while one runs; None elsewhere.
 _task_share: int | None = None
+#: The chunk tasks running in this process (:func:`task_share`).
+_tasks = 0
+_lock = threading.Lock()
 
 
 def machine_cores() -> int:
@@ -62,3 +69,23 @@ def set_task_share(slots_on_host: int | None) -> int:
     share = share_of(machine_cores(), slots_on_host)
     _task_share = share
     return share
+
+
+@contextlib.contextmanager
+def task_share(slots_on_host: int | None) -> Iterator[int]:
+    """This task slot's share of the host's cores while a chunk task runs:
+    when the last chunk task running in this process ends, the process's
+    own cores count again (a Dask worker of ``processes=False`` runs its
+    tasks in the client's process, whose later single-process runs must
+    not keep a task's share)."""
+    global _task_share, _tasks
+    with _lock:
+        share = set_task_share(slots_on_host)
+        _tasks += 1
+    try:
+        yield share
+    finally:
+        with _lock:
+            _tasks -= 1
+            if _tasks == 0:
+                _task_share = None

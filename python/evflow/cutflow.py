@@ -319,7 +319,13 @@ def build(
                 reorderable=reorderable,
                 order=[filters[i] for i in best],
                 policy=policy if reorderable else "written",
-                why=_why(name, reorderable, policy, orderings),
+                why=_why(
+                    name,
+                    reorderable,
+                    policy,
+                    orderings,
+                    [filters[i] for i in best][: max((len(r) for r in runs), default=0)],
+                ),
             )
         )
     return CutFlow(out, weighted)
@@ -346,8 +352,17 @@ def representative_order(runs: Sequence[Sequence[int]], n: int) -> list[int]:
     return order + [i for i in range(n) if i not in order]
 
 
-def _why(path: str, reorderable: bool, policy: str, orderings: Sequence[dict[str, Any]]) -> str:
-    """Why `path` ran in the order it did, from the engine's order changes."""
+def _why(
+    path: str,
+    reorderable: bool,
+    policy: str,
+    orderings: Sequence[dict[str, Any]],
+    ran: Sequence[str] = (),
+) -> str:
+    """Why `path` ran in the order it did (``ran``: the representative order
+    as far as batches reached it), from the engine's order changes: the last
+    change to that order, not a later one that fewer batches ran (or none:
+    a decision after the last batch)."""
     if not reorderable:
         return "not reorderable: the written order"
     if policy == "fixed":
@@ -357,16 +372,31 @@ def _why(path: str, reorderable: bool, policy: str, orderings: Sequence[dict[str
         for c in orderings
         if c.get("path") == path and not str(c.get("reason", "")).startswith("in use at the end")
     ]
+    ran = list(ran)
+
+    def names(change: dict[str, Any]) -> list[str]:
+        # The engine's label of a filter on several paths ends with "@path".
+        return [str(m).removesuffix(f"@{path}") for m in change.get("order", [])]
+
+    to_ran = [c for c in changes if names(c)[: len(ran)] == ran]
+    later = ""
+    if ran and changes and (not to_ran or to_ran[-1] is not changes[-1]):
+        last = changes[-1]
+        later = (
+            f" (a later change after {last['at_event']} batches, to {' > '.join(names(last))}, "
+            "ran on fewer batches)"
+        )
+        changes = to_ran
     if not changes and policy == "hepframe":
         return (
             "hepframe: the written order was kept (HEP-Frame's heuristic changes the order at "
             "its checkpoints, the first after a warm-up of 4 batches (more when they hold fewer than "
-            "64 events), when its weights say so)"
+            f"64 events), when its weights say so){later}"
         )
     if not changes:
         return (
             f"{policy}: the written order was kept (no other order was expected to save "
-            "more than its uncertainty plus the switching cost)"
+            f"more than its uncertainty plus the switching cost){later}"
         )
     last = changes[-1]
-    return f"{policy}: chosen after {last['at_event']} batches: {last['reason']}"
+    return f"{policy}: chosen after {last['at_event']} batches: {last['reason']}{later}"

@@ -92,3 +92,38 @@ def test_chunk_tasks_use_their_share_of_the_host() -> None:
     finally:
         client.close()
         cluster.close()
+
+
+def test_a_chunk_tasks_share_ends_with_the_last_task_of_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVFLOW_CORES", "8")
+    with _cores.task_share(4) as share:
+        assert share == 2 == _cores.available_cores()
+        with _cores.task_share(4):  # a second task slot of the same worker process
+            assert _cores.available_cores() == 2
+        assert _cores.available_cores() == 2  # the first task still runs
+    assert _cores.available_cores() == 8
+
+
+def test_an_in_process_cluster_leaves_the_clients_own_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers of ``processes=False`` run the chunk tasks in the client's
+    process: a later single-process run there uses the process's cores, not
+    a chunk task's share (it used 2 of 4 after the cluster's run)."""
+    distributed = pytest.importorskip("distributed")
+    monkeypatch.setenv("EVFLOW_CORES", "4")
+    proc = ef.Process("in-process")
+    proc.source = ef.source.synthetic(4_000, step_size=1_000)
+    proc.producer(_seen_cores, consumes=["MET_pt"], produces="cores")
+    proc.histogram("cores", bins=16, range=(0, 16))
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0", silence_logs=40
+    )
+    client: Any = distributed.Client(cluster)
+    try:
+        shared = proc.run(client=client, chunk_size=2_000)
+    finally:
+        client.close()
+        cluster.close()
+    assert shared.histograms["cores"][2] == 4_000
+    alone = proc.run()
+    assert alone.report["threads"] == 4
+    assert alone.histograms["cores"][4] == 4_000

@@ -176,7 +176,7 @@ def run_chunk(
 ) -> dict[str, Any]:
     """Runs the analysis on ``chunk``; returns the chunk's raw result, or
     ``{"error": ...}`` naming the module, file and entry range."""
-    from .._cores import set_task_share
+    from .._cores import task_share
     from .._job import run_process
     from .._skim_types import read_declared
 
@@ -215,22 +215,23 @@ def run_chunk(
         part._declared = read_declared(declared)  # as every other chunk's part
         proc.outputs.append((part, select))
         parts.append(part)
-    set_task_share(_slots_here(options.get("host_slots")))
     try:
-        res = run_process(
-            proc,
-            threads=options["threads"],
-            events_in_flight=options.get("events_in_flight"),
-            progress=False,
-            executor=options.get("executor", "threaded"),
-            on_error=options.get("on_error", "fail"),
-            trace=False,
-            filter_order=options.get("filter_order") or "adaptive",
-            raw=True,
-            first_batch=chunk.first_batch,
-            ordering_stats=options.get("statistics"),
-            print_notice=False,
-        )
+        # This task slot's share of the host's cores, while the task runs.
+        with task_share(_slots_here(options.get("host_slots"))):
+            res = run_process(
+                proc,
+                threads=options["threads"],
+                events_in_flight=options.get("events_in_flight"),
+                progress=False,
+                executor=options.get("executor", "threaded"),
+                on_error=options.get("on_error", "fail"),
+                trace=False,
+                filter_order=options.get("filter_order") or "adaptive",
+                raw=True,
+                first_batch=chunk.first_batch,
+                ordering_stats=options.get("statistics"),
+                print_notice=False,
+            )
     except EvflowError as e:
         extra: dict[str, Any] = {"type": type(e).__name__}
         message = str(e)
