@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use super::OrderingPlanner;
+use super::measure::measurement_costs;
 use super::robust::*;
 use super::state::*;
 use super::stats::*;
@@ -446,33 +447,14 @@ impl OrderingPlanner {
             expected = pm.cost(&st.costs, &st.shared, &cur.groups);
         }
         // What measuring each step after a rejection costs per sampled
-        // event. From the costliest down, a step is expensive while that
-        // exceeds the total of all the steps that cost less (measuring it
-        // with them would at least halve their rate); a step never measured
-        // is expensive too. What a measurement costs is the step's measured
-        // running time where it exceeds the estimate shrunk towards the
-        // other steps' (`costs::shrink`, there to keep one noisy timing from
-        // deciding the order): a 1 ms step timed once counts as 1 ms here,
-        // not as a quarter of it, and is not measured after every rejection
-        // of the warm-up. A step measured so also runs the shared producers
-        // it needs that the event did not run: those whose first step in
-        // the order in force comes after the rejection (a 1 µs cut fed by a
-        // 100 µs producer costs 101 µs to measure there, even when another
-        // cut runs the producer first in the regular plan).
-        let mut measured: Vec<f64> = (0..n)
-            .map(|j| st.costs[j].max(st.decided_costs[j]))
-            .collect();
-        let mut probe: Vec<f64> = (0..n).map(|j| measured[j] * after_reject[j]).collect();
+        // event (`measure`): its running time and the producers it needs
+        // that the event may not have run.
         let in_force: Vec<usize> = cur.groups.iter().flatten().copied().collect();
-        for s in &st.shared {
-            let Some(&first) = in_force.iter().find(|&&j| s.needed_by >> j & 1 == 1) else {
-                continue;
-            };
-            for j in (0..n).filter(|&j| s.needed_by >> j & 1 == 1) {
-                probe[j] += s.cost * after_reject[first];
-                measured[j] += s.cost;
-            }
-        }
+        let (measured, probe) = measurement_costs(st, &in_force, &after_reject);
+        // From the costliest down, a step is expensive while that exceeds
+        // the total of all the steps that cost less (measuring it with them
+        // would at least halve their rate); a step never measured is
+        // expensive too.
         let mut by_cost: Vec<usize> = (0..n).filter(|&j| st.cost_known[j]).collect();
         by_cost.sort_by(|&a, &b| probe[b].total_cmp(&probe[a]));
         let mut heavy: Vec<bool> = (0..n).map(|j| !st.cost_known[j]).collect();

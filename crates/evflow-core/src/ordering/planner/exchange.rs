@@ -40,7 +40,7 @@ impl OrderingPlanner {
             let shared = d
                 .shared
                 .iter()
-                .zip(self.measure_shared(d))
+                .zip(self.measure_shared(d, &d.shared))
                 .filter_map(|(&(m, by), e)| {
                     Some(SharedProducerCost {
                         producer: self.labels[m].clone(),

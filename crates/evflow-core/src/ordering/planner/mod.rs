@@ -20,7 +20,9 @@
 //! * `stats`: the counters of the hot paths, the sampled decision vectors,
 //!   the pass model and the sampling rates (statistics and sampling);
 //! * `state`: the plans in force of each path and its checkpoint state;
-//! * `needs`: the producers only one step needs, and those several do;
+//! * `needs`: the producers only one step needs, those several do, and
+//!   those also needed outside the path;
+//! * `measure`: what measuring each step after a rejection costs;
 //! * `probe`: the first decision, from a probe before a batch's path;
 //! * `adaptive`: the checkpoint and the decision algorithms (the exact DP
 //!   over feasible prefix sets, the rank rule, A-Greedy, via `model`);
@@ -34,6 +36,7 @@ mod adaptive;
 mod drift;
 mod exchange;
 mod hepframe;
+mod measure;
 mod needs;
 mod probe;
 mod report;
@@ -116,6 +119,7 @@ impl OrderingPlanner {
             .map(|(p, _)| p.steps.as_slice())
             .collect();
         let mut shared_of = shared_producers(graph, &adaptive).into_iter();
+        let mut outside_of = outside_producers(graph, &adaptive).into_iter();
         let paths = graph
             .paths
             .iter()
@@ -151,17 +155,20 @@ impl OrderingPlanner {
                         list
                     })
                     .collect();
-                let shared = if policy == Policy::Adaptive {
-                    shared_of.next().unwrap_or_default()
+                let (shared, outside) = if policy == Policy::Adaptive {
+                    (
+                        shared_of.next().unwrap_or_default(),
+                        outside_of.next().unwrap_or_default(),
+                    )
                 } else {
-                    Vec::new()
+                    (Vec::new(), Vec::new())
                 };
                 for list in &attributed {
                     for &m in list {
                         wants[m] = true;
                     }
                 }
-                for &(m, _) in &shared {
+                for &(m, _) in shared.iter().chain(&outside) {
                     wants[m] = true;
                 }
                 let groups: Vec<Vec<usize>> = initial.iter().map(|&i| vec![i]).collect();
@@ -208,9 +215,17 @@ impl OrderingPlanner {
                         total: 0,
                         extra_log: Vec::new(),
                     }),
-                    state: Mutex::new(State::new(n, policy, tuning, first_rates, &shared)),
+                    state: Mutex::new(State::new(
+                        n,
+                        policy,
+                        tuning,
+                        first_rates,
+                        &shared,
+                        &outside,
+                    )),
                     attributed,
                     shared,
+                    outside,
                 }))
             })
             .collect();

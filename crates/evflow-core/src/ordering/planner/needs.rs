@@ -1,6 +1,7 @@
 //! Which producers each step of a path needs: those only it needs (its
-//! cost includes theirs) and those several steps of the path need (charged
-//! to the first of them to run, `model::SharedCost`).
+//! cost includes theirs), those several steps of the path need (charged
+//! to the first of them to run, `model::SharedCost`) and those also needed
+//! outside the path (charged to no step; counted in what sampling costs).
 
 use crate::graph::{Graph, ModuleIdx};
 
@@ -64,10 +65,35 @@ pub(super) fn private_owners(graph: &Graph) -> Vec<Option<ModuleIdx>> {
 /// path, no end-path module), with the steps that need them (bit set of
 /// positions). Such a producer runs on an event with the first of them,
 /// whatever the other paths do; one needed outside the path may have run
-/// for something else, and is left out.
+/// for something else, and is left out (see [`outside_producers`]).
 pub(super) fn shared_producers(
     graph: &Graph,
     paths: &[&[ModuleIdx]],
+) -> Vec<Vec<(ModuleIdx, u64)>> {
+    producers_of(graph, paths, false)
+}
+
+/// Per path of `paths`: the producers that steps of the path need and
+/// that something outside it needs too (a step of another path, an
+/// end-path module), with the steps of the path that need them. Whether
+/// such a producer already ran when a step of the path needs it depends on
+/// the rest of the event: it is charged to no step in the search, but a
+/// step measured after a rejection may run it, which the sampling rates
+/// count (`measure::measurement_costs`).
+pub(super) fn outside_producers(
+    graph: &Graph,
+    paths: &[&[ModuleIdx]],
+) -> Vec<Vec<(ModuleIdx, u64)>> {
+    producers_of(graph, paths, true)
+}
+
+/// Per path: the producers (no path step or end-path module) needed by
+/// steps of the path and, when `outside`, by something outside it too
+/// (one step or more); otherwise by nothing outside and two steps or more.
+fn producers_of(
+    graph: &Graph,
+    paths: &[&[ModuleIdx]],
+    outside_too: bool,
 ) -> Vec<Vec<(ModuleIdx, u64)>> {
     if paths.is_empty() {
         return Vec::new();
@@ -97,7 +123,15 @@ pub(super) fn shared_producers(
     (0..paths.len())
         .map(|p| {
             (0..n)
-                .filter(|&m| !is_root[m] && !outside[p][m] && mask[p][m].count_ones() >= 2)
+                .filter(|&m| {
+                    let steps = mask[p][m].count_ones();
+                    !is_root[m]
+                        && if outside_too {
+                            outside[p][m] && steps >= 1
+                        } else {
+                            !outside[p][m] && steps >= 2
+                        }
+                })
                 .map(|m| (m, mask[p][m]))
                 .collect()
         })

@@ -46,7 +46,8 @@ impl OrderingPlanner {
     /// event is added to each of the step's timings); one that several
     /// steps of the path need, and nothing outside it, is a shared
     /// producer, charged to the first of them in each order considered;
-    /// one also needed outside the path is charged to none.
+    /// one also needed outside the path is charged to none (its timing
+    /// counts only in what measuring its steps after a rejection costs).
     pub fn decide_from_probe(
         &self,
         path: PathIdx,
@@ -64,7 +65,7 @@ impl OrderingPlanner {
             let Some(m) = self.labels.iter().position(|l| *l == p.label) else {
                 continue;
             };
-            if d.shared.iter().any(|&(s, _)| s == m) {
+            if d.shared.iter().chain(&d.outside).any(|&(s, _)| s == m) {
                 self.push_batch_timing(m, p.seconds, p.events);
             } else if p.events > 0 && p.seconds.is_finite() && p.seconds >= 0.0 {
                 private_of[m].0 += p.seconds;

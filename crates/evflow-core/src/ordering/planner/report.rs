@@ -39,12 +39,13 @@ impl OrderingPlanner {
             })
             .collect();
         let mut flow = flow.join(", ");
-        if !d.shared.is_empty() {
-            let shared: Vec<String> = d
-                .shared
+        // The producers timed apart from the steps, with the steps needing
+        // them.
+        let listed = |list: &[(usize, u64)], costs: &[f64]| -> String {
+            let items: Vec<String> = list
                 .iter()
-                .zip(&st.shared)
-                .map(|(&(m, by), c)| {
+                .zip(costs)
+                .map(|(&(m, by), &c)| {
                     let steps: Vec<&str> = (0..d.steps.len())
                         .filter(|&i| by >> i & 1 == 1)
                         .map(|i| self.labels[d.steps[i]].as_str())
@@ -52,14 +53,25 @@ impl OrderingPlanner {
                     format!(
                         "{} {} (for {})",
                         self.labels[m],
-                        micros(c.cost),
+                        micros(c),
                         steps.join(", ")
                     )
                 })
                 .collect();
+            items.join(", ")
+        };
+        if !d.shared.is_empty() {
+            let costs: Vec<f64> = st.shared.iter().map(|c| c.cost).collect();
             flow = format!(
                 "{flow}; shared producers, charged to the first step that needs them: {}",
-                shared.join(", ")
+                listed(&d.shared, &costs)
+            );
+        }
+        if !d.outside.is_empty() {
+            let costs: Vec<f64> = st.outside.iter().map(|c| c.cost).collect();
+            flow = format!(
+                "{flow}; producers also needed outside the path, charged to no step, counted in full in what sampling their steps costs: {}",
+                listed(&d.outside, &costs)
             );
         }
         let extra_list: Vec<String> = cur

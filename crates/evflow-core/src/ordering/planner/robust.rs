@@ -108,18 +108,22 @@ impl OrderingPlanner {
         (est, rejected)
     }
 
-    /// The robust cost per execution of each producer of `Dyn::shared`,
-    /// like a step's own. Its timings per event seen (a first probe's)
-    /// and per call are combined, weighted by their measurements, so that
-    /// the calls' outweigh the probe's as they accumulate. On batches, a
+    /// The robust cost per execution of each producer of `list`
+    /// (`Dyn::shared` or `Dyn::outside`), like a step's own. Its timings
+    /// per event seen (a first probe's) and per call are combined, weighted
+    /// by their measurements, so that the calls' outweigh the probe's as
+    /// they accumulate. On batches, a
     /// call computes the events of the first step that needs it, which saw
     /// the most events per call among its steps: a timing per call is
     /// spread over those, and counts as a batch step's timing does.
-    pub(super) fn measure_shared(&self, d: &Dyn) -> Vec<costs::Measured> {
+    pub(super) fn measure_shared(
+        &self,
+        d: &Dyn,
+        list: &[(ModuleIdx, u64)],
+    ) -> Vec<costs::Measured> {
         let mut buf = Vec::with_capacity(costs::RING);
         let mut batch = Vec::with_capacity(costs::RING);
-        d.shared
-            .iter()
+        list.iter()
             .map(|&(m, by)| {
                 let probed = self.batch_rings[m].as_ref().and_then(|ring| {
                     ring.snapshot(&mut buf);
@@ -159,7 +163,8 @@ impl OrderingPlanner {
     /// Updates the per-step cost estimates (robust, shrunk towards the
     /// other steps while measured on few executions), and those of the
     /// producers several steps need (shrunk towards the steps' alike; one
-    /// never timed costs nothing until it is).
+    /// never timed costs nothing until it is), and what those also needed
+    /// outside the path cost to run for a measurement.
     pub(super) fn update_costs(&self, d: &Dyn, st: &mut State) {
         let (mut est, rejected) = self.measure_costs(d);
         if let Some(imp) = &st.imported {
@@ -174,7 +179,7 @@ impl OrderingPlanner {
             st.decided_costs[i] = est[i].map_or(f64::NAN, |e| e.0);
         }
         let pool = costs::pool(&est);
-        for (k, mut e) in self.measure_shared(d).into_iter().enumerate() {
+        for (k, mut e) in self.measure_shared(d, &d.shared).into_iter().enumerate() {
             if let Some(imp) = &st.imported {
                 e = super::exchange::with_imported_cost(e, imp.shared.get(k).copied().flatten());
             }
@@ -188,6 +193,12 @@ impl OrderingPlanner {
             };
             st.shared_se[k] = se;
             st.decided_shared[k] = e.map_or(f64::NAN, |e| e.0);
+        }
+        // Producers also needed outside the path: what running one for a
+        // measurement costs, as a step's (the larger of the estimate and its
+        // shrunk value).
+        for (k, e) in self.measure_shared(d, &d.outside).into_iter().enumerate() {
+            st.outside[k].cost = e.map_or(0.0, |m| costs::shrink_towards(e, pool).0.max(m.0));
         }
         st.rejected = rejected;
     }

@@ -52,6 +52,11 @@ pub(super) struct Dyn {
     /// path), with the steps (bit set of positions): timed on their own
     /// and charged to the first of those steps in the order.
     pub(super) shared: Vec<(ModuleIdx, u64)>,
+    /// The producers that steps need and something outside the path needs
+    /// too, with the steps (bit set of positions): timed on their own,
+    /// charged to no step in the search (they may have run for something
+    /// else), counted in what measuring their steps after a rejection costs.
+    pub(super) outside: Vec<(ModuleIdx, u64)>,
     pub(super) seed: u64,
     /// The feasible prefix sets, for the exact search (`None`: too many,
     /// A-Greedy).
@@ -195,6 +200,10 @@ pub(super) struct State {
     pub(super) shared: Vec<SharedCost>,
     pub(super) shared_se: Vec<f64>,
     pub(super) decided_shared: Vec<f64>,
+    /// Per producer of `Dyn::outside`: the steps needing it and its cost
+    /// per execution (the larger of the robust estimate and its shrunk
+    /// value, as a step's measurement cost; 0 until timed).
+    pub(super) outside: Vec<SharedCost>,
     /// Per position: the sampling rate after a rejection in force, whether
     /// the step counts as expensive to sample, and what sampling it costs
     /// per sampled event.
@@ -285,6 +294,7 @@ impl State {
         tuning: &Tuning,
         first_rates: Vec<f64>,
         shared: &[(ModuleIdx, u64)],
+        outside: &[(ModuleIdx, u64)],
     ) -> Self {
         Self {
             interval: tuning.min_interval.max(1),
@@ -306,6 +316,13 @@ impl State {
                 .collect(),
             shared_se: vec![0.0; shared.len()],
             decided_shared: vec![f64::NAN; shared.len()],
+            outside: outside
+                .iter()
+                .map(|&(_, needed_by)| SharedCost {
+                    needed_by,
+                    cost: 0.0,
+                })
+                .collect(),
             rates: first_rates,
             targeted: Vec::new(),
             heavy: vec![true; n],
