@@ -214,7 +214,7 @@ impl EventState {
     }
 
     /// `module`, running, failed: whether it ran only to measure steps after
-    /// a rejection ([`Self::measuring`]), then a lost measurement that
+    /// a rejection (`measuring`), then a lost measurement that
     /// fails nothing (the caller reports no failure; `module_done` follows).
     /// Also on an event failed meanwhile: what fails it is reported once,
     /// whatever the timing of the measurements.
