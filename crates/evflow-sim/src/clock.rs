@@ -299,6 +299,19 @@ pub(crate) fn run_on<Q: Queues>(
                     _ => Outcome::Pass,
                 };
                 let on_device = device.as_ref().is_some_and(|d| d.handles(module));
+                // The ordering planner times the executions it asks for, as
+                // the executors time them: its modelled running time,
+                // without the framework's overhead. (Without it, adaptive
+                // ordering saw every step as free and kept the written
+                // order: the prediction of a run whose order it changes.)
+                if phase != Phase::Acquire
+                    && !(on_device && device.as_ref().is_some_and(|d| d.on_device(slot, module)))
+                {
+                    let planner = coordinator.planner();
+                    if planner.wants_cost(module) {
+                        planner.observe_cost(module, (now - started - options.overhead_s).max(0.0));
+                    }
+                }
                 if phase == Phase::Acquire {
                     let host = match device.as_mut() {
                         Some(d) if on_device => d.acquire(now, slot, module, instance),

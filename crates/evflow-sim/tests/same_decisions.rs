@@ -283,3 +283,71 @@ fn a_plan_decided_while_the_event_waited_is_taken_alike() {
     );
     assert_eq!(counts, path_counts(&sim.report));
 }
+
+/// The adaptive planner, simulated, gets the modelled running times of the
+/// steps it asks to time, as a run's executor gives it the measured ones:
+/// a costly, unselective cut written first moves behind a cheap, selective
+/// one in both, and the simulated time follows the order that ran.
+#[test]
+fn the_simulated_planner_times_the_steps_and_reorders_as_a_run() {
+    let process = || {
+        let mut p = Process::new("adaptive");
+        p.set_source(EmptySource::new(4_000));
+        p.add(synthetic::filter(
+            "slow",
+            Timing::constant(1e-3, Work::Sleep),
+            &[],
+            0.95,
+            1,
+        ));
+        p.add(synthetic::filter(
+            "fast",
+            Timing::constant(1e-6, Work::Sleep),
+            &[],
+            0.1,
+            2,
+        ));
+        p.add_path(evflow_core::PathDesc::new("sel", ["slow", "fast"]).reorderable(true));
+        p
+    };
+    let adaptive = || {
+        Some(
+            evflow_core::ordering::OrderingOptions::new(evflow_core::ordering::Policy::Adaptive)
+                .factory(),
+        )
+    };
+    let sim = |planner| {
+        simulate(
+            process(),
+            &SimOptions {
+                cores: 2,
+                events_in_flight: 4,
+                planner,
+                ..SimOptions::default()
+            },
+        )
+        .unwrap()
+    };
+    let (written, reordered) = (sim(None), sim(adaptive()));
+    assert_eq!(
+        reordered.report.orderings.last().unwrap().order,
+        ["fast", "slow"],
+        "{:?}",
+        reordered.report.orderings
+    );
+    // "slow" runs on the events "fast" passes (a tenth), sampling aside.
+    let slow = |r: &Report| r.modules.iter().find(|m| m.label == "slow").unwrap().calls;
+    assert!(slow(&reordered.report) < 800, "{}", slow(&reordered.report));
+    assert!(reordered.simulated_s < 0.25 * written.simulated_s);
+    let real = evflow_core::run(
+        process(),
+        &RunOptions {
+            threads: 2,
+            events_in_flight: 4,
+            planner: adaptive(),
+            ..RunOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(real.orderings.last().unwrap().order, ["fast", "slow"]);
+}
