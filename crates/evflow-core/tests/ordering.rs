@@ -14,6 +14,8 @@ use evflow_core::schedule::{PathOutcome, PathPlan, Planner};
 use evflow_core::*;
 use evflow_workloads::{self as synthetic, Timing};
 
+mod walk;
+
 // ------------------------------------------------------------ instruments
 
 /// Execution log: (label, event number, start ticket, end ticket).
@@ -411,32 +413,14 @@ fn drive_planner(
     let mut outcome = PathOutcome::default();
     for e in range {
         let plan = planner.plan(0, e);
-        outcome.steps.clear();
-        let mut rejected_at = None;
         let mut work = 0.0;
-        for (g, group) in plan.groups.iter().enumerate() {
-            if rejected_at.is_some_and(|k| plan.skips_after_reject(k, g)) {
-                continue;
+        walk::walk(&plan, &mut outcome, |m, _| {
+            if planner.wants_cost(m) {
+                planner.observe_cost(m, p.costs[m]);
             }
-            let mut group_ok = true;
-            for &m in group {
-                let pass = (p.decide)(m, e + 1);
-                if planner.wants_cost(m) {
-                    planner.observe_cost(m, p.costs[m]);
-                }
-                work += p.costs[m];
-                outcome.steps.push((m, pass));
-                group_ok &= pass;
-            }
-            if !group_ok {
-                rejected_at.get_or_insert(g);
-                if !plan.evaluate_all {
-                    break;
-                }
-            }
-        }
-        outcome.accepted = rejected_at.is_none();
-        outcome.sampled = plan.evaluate_all;
+            work += p.costs[m];
+            (p.decide)(m, e + 1)
+        });
         planner.observe(0, e, &outcome);
         used.push((plan.order().collect(), plan.evaluate_all, work));
     }

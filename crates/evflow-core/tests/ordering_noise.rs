@@ -10,6 +10,8 @@ use evflow_core::ordering::{OrderingOptions, OrderingPlanner, Policy};
 use evflow_core::schedule::{OrderChange, PathOutcome, Planner};
 use evflow_core::*;
 
+mod walk;
+
 fn mix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -134,34 +136,16 @@ fn drive(p: &Pipeline, events: u64, spike: f64, noise_seed: u64) -> Driven {
     let mut executions = noise_seed << 40;
     for e in 0..events {
         let plan = d.planner.plan(0, e);
-        outcome.steps.clear();
-        let mut rejected_at = None;
         let mut work = 0.0;
-        for (g, group) in plan.groups.iter().enumerate() {
-            if rejected_at.is_some_and(|k| plan.skips_after_reject(k, g)) {
-                continue;
+        let planner = &d.planner;
+        walk::walk(&plan, &mut outcome, |m, _| {
+            executions += 1;
+            if planner.wants_cost(m) {
+                planner.observe_cost(m, measured(p.cost(m, e), executions, spike));
             }
-            let mut ok = true;
-            for &m in group {
-                let pass = p.passes(m, e);
-                executions += 1;
-                if d.planner.wants_cost(m) {
-                    d.planner
-                        .observe_cost(m, measured(p.cost(m, e), executions, spike));
-                }
-                work += p.cost(m, e);
-                outcome.steps.push((m, pass));
-                ok &= pass;
-            }
-            if !ok {
-                rejected_at.get_or_insert(g);
-                if !plan.evaluate_all {
-                    break;
-                }
-            }
-        }
-        outcome.accepted = rejected_at.is_none();
-        outcome.sampled = plan.evaluate_all;
+            work += p.cost(m, e);
+            p.passes(m, e)
+        });
         d.planner.observe(0, e, &outcome);
         d.orders.push(plan.order().collect());
         d.work.push(work);

@@ -14,6 +14,8 @@ use evflow_core::schedule::{PathOutcome, Planner};
 use evflow_core::*;
 use evflow_workloads::{self as synthetic, Timing};
 
+mod walk;
+
 const JETS_S: f64 = 100e-6;
 
 /// A cut: label, cost (s), pass fraction, needs `jets`.
@@ -111,47 +113,28 @@ fn drive(events: u64) -> (Counts, OrderingPlanner) {
         let (mut regular, mut sampling) = (0.0, 0.0);
         for (p, (_, cuts)) in PATHS.iter().enumerate() {
             let plan = planner.plan(p, e);
-            outcome.steps.clear();
-            let mut rejected_at = None;
-            for (g, group) in plan.groups.iter().enumerate() {
-                if rejected_at.is_some_and(|k| plan.skips_after_reject(k, g)) {
-                    continue;
-                }
-                let mut group_ok = true;
-                for &m in group {
-                    let (_, j) = of_module(m);
-                    let (_, cost, _, needs) = cut(p, j);
-                    let for_sampling = rejected_at.is_some();
-                    if needs {
-                        jets_regular |= !for_sampling;
-                        if !std::mem::replace(&mut jets_ran, true) {
-                            counts.jets_runs += u64::from(counted);
-                            if planner.wants_cost(jets) {
-                                planner.observe_cost(jets, JETS_S);
-                            }
+            walk::walk(&plan, &mut outcome, |m, for_sampling| {
+                let (_, j) = of_module(m);
+                let (_, cost, _, needs) = cut(p, j);
+                if needs {
+                    jets_regular |= !for_sampling;
+                    if !std::mem::replace(&mut jets_ran, true) {
+                        counts.jets_runs += u64::from(counted);
+                        if planner.wants_cost(jets) {
+                            planner.observe_cost(jets, JETS_S);
                         }
                     }
-                    if planner.wants_cost(m) {
-                        planner.observe_cost(m, cost);
-                    }
-                    if for_sampling {
-                        sampling += cost;
-                    } else {
-                        regular += cost;
-                    }
-                    let pass = passes(p, j, e);
-                    outcome.steps.push((m, pass));
-                    group_ok &= pass;
                 }
-                if !group_ok {
-                    rejected_at.get_or_insert(g);
-                    if !plan.evaluate_all {
-                        break;
-                    }
+                if planner.wants_cost(m) {
+                    planner.observe_cost(m, cost);
                 }
-            }
-            outcome.accepted = rejected_at.is_none();
-            outcome.sampled = plan.evaluate_all;
+                if for_sampling {
+                    sampling += cost;
+                } else {
+                    regular += cost;
+                }
+                passes(p, j, e)
+            });
             planner.observe(p, e, &outcome);
             if counted {
                 counts.accepted[p] += u64::from(outcome.accepted);

@@ -16,6 +16,8 @@ use evflow_core::schedule::{PathOutcome, Planner};
 use evflow_core::*;
 use evflow_workloads::{self as synthetic, Timing, Work};
 
+mod walk;
+
 /// The cuts in written order: label, cost (s), pass fraction, needs jets.
 /// The selective, jet-free cuts are written first (the user's order); `iso`
 /// is cheap and selective but written last, so that the best order is not
@@ -91,39 +93,21 @@ fn drive(events: u64) -> (Vec<(f64, bool)>, OrderingPlanner) {
     let mut outcome = PathOutcome::default();
     for e in 0..events {
         let plan = planner.plan(0, e);
-        outcome.steps.clear();
         let (mut work, mut jets_ran) = (0.0, false);
-        let mut rejected_at = None;
-        for (g, group) in plan.groups.iter().enumerate() {
-            if rejected_at.is_some_and(|k| plan.skips_after_reject(k, g)) {
-                continue;
-            }
-            let mut group_ok = true;
-            for &m in group {
-                let j = cut_of(m);
-                if CUTS[j].3 && !std::mem::replace(&mut jets_ran, true) {
-                    work += JETS_S;
-                    if planner.wants_cost(jets) {
-                        planner.observe_cost(jets, JETS_S);
-                    }
-                }
-                if planner.wants_cost(m) {
-                    planner.observe_cost(m, CUTS[j].1);
-                }
-                work += CUTS[j].1;
-                let pass = passes(j, e);
-                outcome.steps.push((m, pass));
-                group_ok &= pass;
-            }
-            if !group_ok {
-                rejected_at.get_or_insert(g);
-                if !plan.evaluate_all {
-                    break;
+        walk::walk(&plan, &mut outcome, |m, _| {
+            let j = cut_of(m);
+            if CUTS[j].3 && !std::mem::replace(&mut jets_ran, true) {
+                work += JETS_S;
+                if planner.wants_cost(jets) {
+                    planner.observe_cost(jets, JETS_S);
                 }
             }
-        }
-        outcome.accepted = rejected_at.is_none();
-        outcome.sampled = plan.evaluate_all;
+            if planner.wants_cost(m) {
+                planner.observe_cost(m, CUTS[j].1);
+            }
+            work += CUTS[j].1;
+            passes(j, e)
+        });
         planner.observe(0, e, &outcome);
         out.push((work, jets_ran));
     }
