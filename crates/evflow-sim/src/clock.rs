@@ -304,13 +304,12 @@ pub(crate) fn run_on<Q: Queues>(
                 // without the framework's overhead. (Without it, adaptive
                 // ordering saw every step as free and kept the written
                 // order: the prediction of a run whose order it changes.)
-                if phase != Phase::Acquire
-                    && !(on_device && device.as_ref().is_some_and(|d| d.on_device(slot, module)))
-                {
-                    let planner = coordinator.planner();
-                    if planner.wants_cost(module) {
-                        planner.observe_cost(module, (now - started - options.overhead_s).max(0.0));
-                    }
+                // Every phase is an execution, as there: a device module's
+                // acquire and its device-side produce count, so that its
+                // cost is its mean over both sides, not its host time.
+                let planner = coordinator.planner();
+                if planner.wants_cost(module) {
+                    planner.observe_cost(module, (now - started - options.overhead_s).max(0.0));
                 }
                 if phase == Phase::Acquire {
                     let host = match device.as_mut() {
