@@ -362,7 +362,8 @@ def _why(
     """Why `path` ran in the order it did (``ran``: the representative order
     as far as batches reached it), from the engine's order changes: the last
     change to that order, not a later one that fewer batches ran (or none:
-    a decision after the last batch)."""
+    a decision after the last batch). A change of a distributed run names its
+    chunk, whose batches it counts."""
     if not reorderable:
         return "not reorderable: the written order"
     if policy == "fixed":
@@ -378,14 +379,16 @@ def _why(
         # The engine's label of a filter on several paths ends with "@path".
         return [str(m).removesuffix(f"@{path}") for m in change.get("order", [])]
 
+    def when(change: dict[str, Any]) -> str:
+        # A distributed run's changes count the batches of their chunk.
+        chunk = f" of chunk {change['chunk']}" if "chunk" in change else ""
+        return f"after {change['at_event']} batches{chunk}"
+
     to_ran = [c for c in changes if names(c)[: len(ran)] == ran]
     later = ""
     if ran and changes and (not to_ran or to_ran[-1] is not changes[-1]):
         last = changes[-1]
-        later = (
-            f" (a later change after {last['at_event']} batches, to {' > '.join(names(last))}, "
-            "ran on fewer batches)"
-        )
+        later = f" (a later change {when(last)}, to {' > '.join(names(last))}, ran on fewer batches)"
         changes = to_ran
     if not changes and policy == "hepframe":
         return (
@@ -399,4 +402,4 @@ def _why(
             f"more than its uncertainty plus the switching cost){later}"
         )
     last = changes[-1]
-    return f"{policy}: chosen after {last['at_event']} batches: {last['reason']}{later}"
+    return f"{policy}: chosen {when(last)}: {last['reason']}{later}"

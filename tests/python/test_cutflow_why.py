@@ -60,3 +60,19 @@ def test_a_filter_on_several_paths_is_matched_by_its_name() -> None:
     path = _cutflow([[1, 0, 2]] * 2, [_change(0, ["b@sel", "a", "c@sel"], "the reason")])
     assert path.order == ["b", "a", "c"]
     assert path.why == "adaptive: chosen after 0 batches: the reason"
+
+
+def test_a_change_in_a_chunk_of_a_distributed_run_names_the_chunk() -> None:
+    """A distributed run's order changes count batches within their chunk:
+    the reason says which chunk, not "after 0 batches" as if at the job's
+    start."""
+    path = _cutflow(
+        [[0, 1, 2], [2, 1, 0], [2, 1, 0]],
+        [
+            {**_change(0, ["c", "b", "a"], "the reason"), "chunk": 3},
+            {**_change(2, ["a", "c", "b"], "late"), "chunk": 5},
+        ],
+    )
+    assert path.order == ["c", "b", "a"]
+    assert path.why.startswith("adaptive: chosen after 0 batches of chunk 3: the reason"), path.why
+    assert "later change after 2 batches of chunk 5, to a > c > b" in path.why

@@ -737,6 +737,9 @@ def test_later_chunks_start_from_the_merged_statistics(client: Any, files: dict[
     }
     for k, reason in finals.items():
         assert ("started from imported statistics" in reason) == (k in started), (k, reason)
+    # The cut-flow's reason for the order names the chunk whose batches it counts.
+    why = dist.cutflow["sel"].why
+    assert "the written order was kept" in why or " batches of chunk " in why, why
 
 
 def test_ordering_statistics_round_trip_and_bad_statistics(files: dict[str, list[str]]) -> None:
