@@ -172,7 +172,7 @@ fn mean_per_call(
 /// `devices` section): the mean over all its calls mixes in the device
 /// side's unpacking, far cheaper than the host work.
 pub fn mean_module_times(path: &Path) -> Result<ModuleTimes, String> {
-    let doc = crate::inspect::read_json(path)?;
+    let doc = crate::inspect::read_json(path).map_err(|e| format!("--times-from: {e}"))?;
     let mut out = ModuleTimes {
         process: doc.get("process").and_then(Value::as_str).map(Into::into),
         ..ModuleTimes::default()

@@ -167,6 +167,21 @@ fn simulate_times_from_says_what_matched_and_fails_when_nothing_did() {
         err.contains("none of the 3 modules") && err.contains("f.json"),
         "{err}"
     );
+
+    // A file that is not there: named, with the option that named it.
+    let missing = dir.join("missing.json");
+    let out = evflow(&[
+        "simulate",
+        &config,
+        "--times-from",
+        missing.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("--times-from") && err.contains("missing.json"),
+        "{err}"
+    );
 }
 
 /// A module whose per-event times vary strongly (one long event in ten)
