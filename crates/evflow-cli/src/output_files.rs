@@ -8,6 +8,24 @@
 //! `/dev/stdout`, a FIFO read by another program) is written into directly.
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The partial files being written, and whether the process is aborting
+/// (then no further one is started): [`abandon_writes`] removes them.
+static WRITING: Mutex<(bool, Vec<PathBuf>)> = Mutex::new((false, Vec::new()));
+
+/// For a process about to end at once (a second signal): removes the
+/// partial files being written and keeps any other from being started, so
+/// that nothing half-written is left behind. A file already renamed to its
+/// name is complete and stays. Never returns the lock: the caller exits.
+pub fn abandon_writes() {
+    let mut writing = WRITING.lock().unwrap_or_else(|e| e.into_inner());
+    writing.0 = true;
+    for tmp in &writing.1 {
+        let _ = std::fs::remove_file(tmp);
+    }
+    std::mem::forget(writing);
+}
 
 /// Where a job's file goes, once symbolic links are followed.
 #[derive(Debug, PartialEq, Eq)]
@@ -139,32 +157,55 @@ pub fn check_outputs(
     Ok(())
 }
 
+/// Writes `value` as pretty JSON into `out`, as it is encoded: a large
+/// trace is never held twice in memory, as objects and as text.
+fn encode_into(
+    out: impl std::io::Write,
+    value: &impl serde::Serialize,
+    newline: bool,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, out);
+    serde_json::to_writer_pretty(&mut out, value).map_err(std::io::Error::from)?;
+    if newline {
+        out.write_all(b"\n")?;
+    }
+    out.into_inner().map(drop).map_err(|e| e.into_error())
+}
+
 /// Writes JSON whole: a regular file atomically (a failed run never leaves
 /// a truncated file that looks complete, nor its partial file), through a
 /// symbolic link to its target, into a device or a pipe directly.
 pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), String> {
-    let text = serde_json::to_string_pretty(value)
-        .map_err(|e| format!("cannot encode {}: {e}", path.display()))?;
     let failed = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
     match destination(path)? {
-        Destination::Stream(stream) => {
-            use std::io::Write;
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .open(&stream)
-                .map_err(failed)?;
-            file.write_all(text.as_bytes())
-                .and_then(|()| file.write_all(b"\n"))
-                .map_err(failed)
-        }
+        Destination::Stream(stream) => std::fs::OpenOptions::new()
+            .write(true)
+            .open(&stream)
+            .and_then(|file| encode_into(file, value, true))
+            .map_err(failed),
         Destination::File(file) => {
             let tmp = partial(&file);
-            std::fs::write(&tmp, text)
+            {
+                let mut writing = WRITING.lock().unwrap_or_else(|e| e.into_inner());
+                if writing.0 {
+                    return Err(format!("{}: not written, aborting", path.display()));
+                }
+                writing.1.push(tmp.clone());
+            }
+            let result = std::fs::File::create(&tmp)
+                .and_then(|out| encode_into(out, value, false))
                 .and_then(|()| std::fs::rename(&tmp, &file))
                 .map_err(|e| {
                     let _ = std::fs::remove_file(&tmp);
                     failed(e)
-                })
+                });
+            WRITING
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .1
+                .retain(|p| *p != tmp);
+            result
         }
     }
 }

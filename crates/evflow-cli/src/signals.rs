@@ -46,7 +46,13 @@ pub fn stop_on_signals() -> Result<StopHandle, String> {
                     }
                     Some(t) if t.elapsed() >= DUPLICATE_WINDOW => {
                         eprintln!("evflow: aborted by a second signal; nothing more is written");
-                        std::process::exit(EXIT_ABORTED.into());
+                        crate::output_files::abandon_writes();
+                        // Not `process::exit`: its exit handlers (the
+                        // allocator's among them) can take seconds, while
+                        // the other threads go on finishing the job.
+                        // SAFETY: `_exit` ends the process at once, running
+                        // no handler; nothing of this process is used after.
+                        unsafe { libc::_exit(EXIT_ABORTED.into()) };
                     }
                     Some(_) => {}
                 }

@@ -269,3 +269,76 @@ fn a_closed_pipe_ends_the_command_quietly() {
     assert!(!err.contains("panicked"), "{err}");
     assert_ne!(out.status.code(), Some(101), "{err}");
 }
+
+/// A job whose first `fast` events take no time in any of `modules`
+/// producers (a trace of many slices) and whose later events sleep 2 s in
+/// the first producer (a slow drain after a graceful stop).
+fn fast_then_slow(fast: usize, modules: usize) -> String {
+    let times = format!("[{}2.0]", "0.0, ".repeat(fast));
+    let mut text = format!(
+        "[process]\nname = \"fast-then-slow\"\nevents = 1000000\nwork = \"sleep\"\n\n\
+         [[module]]\nlabel = \"m0\"\ntype = \"producer\"\ntimes = {times}\n"
+    );
+    for i in 1..modules {
+        text += &format!(
+            "\n[[module]]\nlabel = \"m{i}\"\ntype = \"producer\"\nconsumes = [\"m{}\"]\n",
+            i - 1
+        );
+    }
+    text += &format!(
+        "\n[[module]]\nlabel = \"use\"\ntype = \"analyzer\"\nconsumes = [\"m{}\"]\n\n\
+         [[end_path]]\nname = \"e\"\nmodules = [\"use\"]\n",
+        modules - 1
+    );
+    text
+}
+
+/// A second signal while the trace is being written ends the process at
+/// once: the trace is neither completed under its name nor left half
+/// written beside it; the report already written stays complete.
+#[test]
+fn second_signal_while_the_trace_is_written_leaves_no_file_behind() {
+    let dir = scratch("sigint-writing");
+    let config = write(&dir, "job.toml", &fast_then_slow(3000, 40));
+    let report = dir.join("r.json");
+    let trace = dir.join("t.json");
+    let partial = dir.join("t.json.partial");
+    let child = Command::new(env!("CARGO_BIN_EXE_evflow"))
+        .args(["run", &config, "-j", "2", "-k", "2", "--quiet", "--report"])
+        .arg(&report)
+        .arg("--trace")
+        .arg(&trace)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the evflow binary runs");
+    wait_until_running(child.id(), 2);
+    // The fast events are done and a slow one has just started: the graceful
+    // stop takes about 2 s, longer than the window of repeated signals.
+    wait_until_an_event_runs(child.id());
+    send(child.id(), "-INT");
+    let first = std::time::Instant::now();
+    let deadline = first + Duration::from_secs(60);
+    while !partial.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the trace was never written"
+        );
+        std::thread::yield_now();
+    }
+    assert!(
+        first.elapsed() > 2 * DUPLICATE_WINDOW,
+        "the graceful stop was too quick for a second request"
+    );
+    send(child.id(), "-INT");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(134), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("interrupted: stopped reading"),
+        "the run went on after the abort: {}",
+        stderr(&out)
+    );
+    assert!(!partial.exists(), "a half-written trace was left behind");
+    assert!(!trace.exists(), "the trace was written after the abort");
+    assert_eq!(read_json(&report)["interrupted"], true);
+}
