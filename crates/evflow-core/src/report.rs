@@ -2,6 +2,7 @@
 //! failed events. Serializes to the JSON of `evflow run --report`.
 
 use serde::Serialize;
+use std::sync::Arc;
 
 use crate::ids::EventId;
 use crate::schedule::Transition;
@@ -154,8 +155,9 @@ pub struct Stall {
 /// One interval of a trace.
 #[derive(Clone, Debug, Serialize)]
 pub struct TraceSlice {
-    /// Module label, "source" or a transition name.
-    pub name: String,
+    /// Module label, "source" or a transition name: one allocation per name,
+    /// shared by its slices (a long trace holds millions of them).
+    pub name: Arc<str>,
     /// "module", "wait" (external work), "queued" (waiting for admission),
     /// "source" or "transition".
     pub category: &'static str,
@@ -245,7 +247,7 @@ pub struct ChromeTrace {
 
 #[derive(Debug, Serialize)]
 pub struct ChromeEvent {
-    pub name: String,
+    pub name: Arc<str>,
     pub cat: &'static str,
     pub ph: &'static str,
     pub ts: f64,

@@ -162,6 +162,16 @@ pub(crate) fn run_on<Q: Queues>(
     let mut reads = 0u64;
 
     let mut machine = Machine::<Q>::new(options.cores, options.trace);
+    // A trace's slices share their module's name (millions of slices).
+    let trace_names: Vec<std::sync::Arc<str>> = if options.trace {
+        graph
+            .modules
+            .iter()
+            .map(|m| m.label.as_str().into())
+            .collect()
+    } else {
+        Vec::new()
+    };
     let bad_cost = std::cell::Cell::new(None);
     let mut steps = 0u64;
     let mut now = 0.0f64;
@@ -286,7 +296,7 @@ pub(crate) fn run_on<Q: Queues>(
                 }
                 if let Some(trace) = &mut machine.trace {
                     trace.push(TraceSlice {
-                        name: graph.modules[module].label.clone(),
+                        name: std::sync::Arc::clone(&trace_names[module]),
                         category: "module",
                         thread: core,
                         event: Some(ctx_id[slot]),

@@ -55,7 +55,7 @@ fn execution_order(report: &Report) -> Vec<(String, u64)> {
         .trace
         .iter()
         .filter(|s| s.category == "module")
-        .map(|s| (s.name.clone(), s.event.map(|e| e.event).unwrap_or(0)))
+        .map(|s| (s.name.to_string(), s.event.map(|e| e.event).unwrap_or(0)))
         .collect()
 }
 

@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::external::*;
+use super::observe::SliceName;
 use super::state::*;
 use crate::error::JobError;
 use crate::event::EventData;
@@ -70,7 +71,7 @@ impl Engine {
             }
         };
         if let Some(id) = id {
-            self.record_slice("source", "source", thread, Some(id), t0);
+            self.record_slice(SliceName::Source, "source", thread, Some(id), t0);
         }
         self.coordinator.read_done(slot, id, out, self);
     }
@@ -185,7 +186,7 @@ impl Engine {
         }
         if self.trace.is_some() {
             self.record_slice(
-                &self.graph.modules[module].label,
+                SliceName::Module(module),
                 "module",
                 thread,
                 Some(data.id),

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use super::observe::SliceName;
 use super::state::*;
 use crate::error::JobError;
 use crate::graph::ModuleIdx;
@@ -76,8 +77,8 @@ impl Engine {
             .fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
         if self.trace.is_some() {
             // Waits get one track per event slot, apart from the worker threads.
-            let label = &self.graph.modules[module].label;
-            self.record_interval(label, "wait", 1000 + slot, Some(id), returned, completed);
+            let name = SliceName::Module(module);
+            self.record_interval(name, "wait", 1000 + slot, Some(id), returned, completed);
         }
         let failure = lock(&rendezvous.acquire_error)
             .take()

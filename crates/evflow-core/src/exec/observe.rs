@@ -2,6 +2,7 @@
 //! trace of module executions, the coordinator's observer callbacks
 //! (step counts, steady rate), and the job report.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -12,6 +13,14 @@ use crate::report::{ModuleReport, PathReport, Report, Stall, StepReport, TraceSl
 use crate::schedule::{EventState, Observer, PathOutcome, PathStatus};
 use crate::trigger::TriggerResults;
 
+/// What a trace slice is named after.
+#[derive(Clone, Copy)]
+pub(super) enum SliceName<'a> {
+    Module(ModuleIdx),
+    Source,
+    Transition(&'a str),
+}
+
 impl Engine {
     pub(super) fn end_stall(&self, slot: usize, module: ModuleIdx, id: EventId, thread: usize) {
         let Some(since) = self.queued_at.take(slot, module) else {
@@ -21,13 +30,7 @@ impl Engine {
         self.stats[module]
             .queue_ns
             .fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
-        self.record_slice(
-            &self.graph.modules[module].label,
-            "queued",
-            thread,
-            Some(id),
-            since,
-        );
+        self.record_slice(SliceName::Module(module), "queued", thread, Some(id), since);
         let node = &self.graph.modules[module];
         let mut stalls = lock(&self.stalls);
         let waited_s = waited.as_secs_f64();
@@ -58,7 +61,7 @@ impl Engine {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn record_interval(
         &self,
-        name: &str,
+        name: SliceName<'_>,
         category: &'static str,
         thread: usize,
         event: Option<EventId>,
@@ -66,8 +69,13 @@ impl Engine {
         to: Instant,
     ) {
         if let Some(trace) = &self.trace {
+            let name = match name {
+                SliceName::Module(m) => Arc::clone(&self.trace_names[m]),
+                SliceName::Source => Arc::clone(&self.trace_names[self.graph.modules.len()]),
+                SliceName::Transition(t) => Arc::from(t),
+            };
             lock(trace).push(TraceSlice {
-                name: name.to_string(),
+                name,
                 category,
                 thread,
                 event,
@@ -80,7 +88,7 @@ impl Engine {
     /// A trace slice from `t0` to now.
     pub(super) fn record_slice(
         &self,
-        name: &str,
+        name: SliceName<'_>,
         category: &'static str,
         thread: usize,
         event: Option<EventId>,

@@ -126,6 +126,9 @@ pub(crate) struct Engine {
     pub(super) failed_events: Mutex<Vec<FailedEvent>>,
     pub(super) job_error: Mutex<Option<JobError>>,
     pub(super) trace: Option<Mutex<Vec<TraceSlice>>>,
+    /// The modules' labels as trace slices name them (shared, not copied
+    /// per slice), then "source"; empty without a trace.
+    pub(super) trace_names: Vec<Arc<str>>,
     pub(super) start: Instant,
     pub(super) progress: Option<crate::options::ProgressFn>,
     pub(super) finished: AtomicBool,
@@ -150,6 +153,12 @@ impl Engine {
         let k = options.events_in_flight.max(1);
         let start = Instant::now();
         let queued_at = super::queued::QueuedSince::new(&graph, k, start);
+        let trace_names = if options.trace {
+            let labels = graph.modules.iter().map(|m| Arc::from(m.label.as_str()));
+            labels.chain([Arc::from("source")]).collect()
+        } else {
+            Vec::new()
+        };
         let mut step_offset = Vec::new();
         let mut n_steps = 0;
         for p in &graph.paths {
@@ -211,6 +220,7 @@ impl Engine {
             failed_events: Mutex::new(Vec::new()),
             job_error: Mutex::new(None),
             trace: options.trace.then(|| Mutex::new(Vec::new())),
+            trace_names,
             start,
             progress: options.progress.clone(),
             finished: AtomicBool::new(false),

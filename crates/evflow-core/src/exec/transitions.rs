@@ -5,6 +5,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Instant;
 
+use super::observe::SliceName;
 use super::state::*;
 use crate::error::JobError;
 use crate::graph::ModuleIdx;
@@ -69,7 +70,8 @@ impl Engine {
             } else {
                 self.end_transition(t)
             };
-            self.record_slice(&transition_name(t), "transition", thread, None, t0);
+            let name = transition_name(t);
+            self.record_slice(SliceName::Transition(&name), "transition", thread, None, t0);
             if let Some(error) = error {
                 if !failed {
                     self.fail_job(error, out);
