@@ -19,8 +19,7 @@ from collections.abc import Iterator
 from .errors import ConfigurationError
 
 #: The share of its machine's cores of one task slot of a distributed worker
-#: process, set by the chunk tasks (:func:`set_task_share`, :func:`task_share`)
-#: while one runs; None elsewhere.
+#: process while chunk tasks run in it (:func:`task_share`); None elsewhere.
 _task_share: int | None = None
 #: The chunk tasks running in this process (:func:`task_share`).
 _tasks = 0
@@ -61,16 +60,6 @@ def share_of(cores: int, slots_on_host: int | None) -> int:
     return max(1, cores // slots_on_host)
 
 
-def set_task_share(slots_on_host: int | None) -> int:
-    """Called by a chunk task before its engine starts: this task slot's
-    share of the host's cores from now on in this worker process (every
-    task of the job computes the same). Returns the share."""
-    global _task_share
-    share = share_of(machine_cores(), slots_on_host)
-    _task_share = share
-    return share
-
-
 @contextlib.contextmanager
 def task_share(slots_on_host: int | None) -> Iterator[int]:
     """This task slot's share of the host's cores while a chunk task runs:
@@ -80,7 +69,8 @@ def task_share(slots_on_host: int | None) -> Iterator[int]:
     not keep a task's share)."""
     global _task_share, _tasks
     with _lock:
-        share = set_task_share(slots_on_host)
+        # Every task of the job computes the same share.
+        share = _task_share = share_of(machine_cores(), slots_on_host)
         _tasks += 1
     try:
         yield share

@@ -64,6 +64,20 @@ REMOTE_EVENTS, REMOTE_STEP = 4_000, 1_000
 
 
 @pytest.fixture(scope="module")
+def client() -> Any:
+    """A client of a LocalCluster of 2 single-threaded worker processes, one
+    per test module."""
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=40
+    )
+    c = distributed.Client(cluster)
+    yield c
+    c.close()
+    cluster.close()
+
+
+@pytest.fixture(scope="module")
 def gpu_cluster() -> Any:
     """A cluster for remote requests: one in-process worker with GPU=1,
     reachable over TCP (by the chunk workers of a distributed run too)."""

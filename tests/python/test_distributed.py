@@ -28,17 +28,6 @@ EVENTS = 9_000
 STEP = 1_000
 
 
-@pytest.fixture(scope="module")
-def client() -> Any:
-    cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=40
-    )
-    c = distributed.Client(cluster)
-    yield c
-    c.close()
-    cluster.close()
-
-
 def _columns(start: int, n: int, index: int) -> dict[str, Any]:
     return ef.source.synthetic(0).generate(index, start, n)
 

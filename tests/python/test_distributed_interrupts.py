@@ -1,4 +1,4 @@
-"""Ctrl-C during a distributed run (test_distributed's 2-worker cluster): a
+"""Ctrl-C during a distributed run (the 2-worker cluster of conftest's `client`): a
 first interrupt gives the partial result of the chunks handed out, as a
 single-process run does; a second one aborts and no chunk still running
 leaves a part that a later run or a reader takes for its own. Also: a
@@ -25,9 +25,6 @@ import evflow as ef
 from evflow.distributed import MANIFEST, read_skim
 
 distributed = pytest.importorskip("distributed")
-import test_distributed  # noqa: E402
-
-client = test_distributed.client  # its 2-worker cluster (a fixture of this module too)
 
 # The analyses below are shipped by value: workers need not import this module.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

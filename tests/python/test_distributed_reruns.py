@@ -1,4 +1,4 @@
-"""Distributed runs on a persistent 2-worker cluster (test_distributed's
+"""Distributed runs on a persistent 2-worker cluster (conftest's `client`
 fixture): an edited analysis file or helper module is what the next run
 uses; run options, unpicklable analyses and unreachable schedulers are
 refused clearly before anything runs; a failed or interrupted run leaves no
@@ -24,9 +24,6 @@ import evflow as ef
 from evflow.cli import main
 
 pytest.importorskip("distributed")
-import test_distributed
-
-client = test_distributed.client  # its 2-worker cluster (a fixture of this module too)
 
 SOURCE = "ef.source.synthetic(6_000, step_size=1_000, seed=3)"
 

@@ -137,17 +137,6 @@ def test_nullable_types_agree_whatever_the_order() -> None:
 distributed = pytest.importorskip("distributed")
 
 
-@pytest.fixture(scope="module")
-def client() -> Any:
-    cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=40
-    )
-    c = distributed.Client(cluster)
-    yield c
-    c.close()
-    cluster.close()
-
-
 def test_a_distributed_skim_widens_to_nullable_as_one_process(
     hzz_file: Path, tmp_path: Path, client: Any
 ) -> None:

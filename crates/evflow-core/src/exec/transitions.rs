@@ -70,8 +70,10 @@ impl Engine {
             } else {
                 self.end_transition(t)
             };
-            let name = transition_name(t);
-            self.record_slice(SliceName::Transition(&name), "transition", thread, None, t0);
+            if self.trace.is_some() {
+                let name = transition_name(t);
+                self.record_slice(SliceName::Transition(&name), "transition", thread, None, t0);
+            }
             if let Some(error) = error {
                 if !failed {
                     self.fail_job(error, out);
