@@ -113,9 +113,24 @@ fn options() -> DeviceOptions {
 }
 
 fn emulated(config: EmulatedConfig) -> DeviceContext {
-    DeviceContext::open(&DeviceChoice::Emulated(config), options())
+    emulated_with(config, options())
+}
+
+fn emulated_with(config: EmulatedConfig, options: DeviceOptions) -> DeviceContext {
+    DeviceContext::open(&DeviceChoice::Emulated(config), options)
         .unwrap()
         .0
+}
+
+/// The emulated device whose launches numbered `launches` (from 0) fail.
+fn failing_launches(launches: Vec<u64>) -> EmulatedConfig {
+    EmulatedConfig {
+        faults: Faults {
+            launches,
+            ..Faults::default()
+        },
+        ..EmulatedConfig::default()
+    }
 }
 
 /// `sq` (device module) → analyzer `sum`.
@@ -277,14 +292,7 @@ fn a_callback_dropped_by_the_device_fails_its_launch_and_the_job_goes_on() {
 #[test]
 fn host_device_and_failed_calls_add_up_to_the_calls() {
     // A failed launch (its 4 events at most) and two failing packs.
-    let config = EmulatedConfig {
-        faults: Faults {
-            launches: vec![3],
-            ..Faults::default()
-        },
-        ..EmulatedConfig::default()
-    };
-    let ctx = emulated(config);
+    let ctx = emulated(failing_launches(vec![3]));
     let (module, _) = sq(None, vec![7, 40]);
     let (p, tally) = job(&ctx, module);
     let report = watched(p, ExecutorKind::Threaded, ErrorPolicy::SkipEvent).unwrap();
@@ -302,19 +310,10 @@ fn host_device_and_failed_calls_add_up_to_the_calls() {
 fn the_events_of_a_failed_launch_are_listed_in_order() {
     // Event 1's pack is slow: events 2..=8 wait in the combiner before it
     // (the count, 8, is reached when it comes), and the launch fails.
-    let config = EmulatedConfig {
-        faults: Faults {
-            launches: vec![0],
-            ..Faults::default()
-        },
-        ..EmulatedConfig::default()
-    };
     let mut o = options();
     o.combine.max_events = 8;
     o.combine.timeout_s = 60.0;
-    let ctx = DeviceContext::open(&DeviceChoice::Emulated(config), o)
-        .unwrap()
-        .0;
+    let ctx = emulated_with(failing_launches(vec![0]), o);
     let (mut module, _) = sq(None, vec![]);
     module.slow_pack_on = Some(1);
     let (p, _) = job(&ctx, module);
@@ -328,18 +327,9 @@ fn the_events_of_a_failed_launch_are_listed_in_order() {
 
 #[test]
 fn a_launch_of_one_event_says_event() {
-    let config = EmulatedConfig {
-        faults: Faults {
-            launches: vec![0],
-            ..Faults::default()
-        },
-        ..EmulatedConfig::default()
-    };
     let mut o = options();
     o.combine.max_events = 1;
-    let ctx = DeviceContext::open(&DeviceChoice::Emulated(config), o)
-        .unwrap()
-        .0;
+    let ctx = emulated_with(failing_launches(vec![0]), o);
     let (module, _) = sq(None, vec![]);
     let (p, _) = job(&ctx, module);
     let report = watched(p, ExecutorKind::Threaded, ErrorPolicy::SkipEvent).unwrap();
