@@ -1,4 +1,4 @@
-"""Remote producers in distributed runs (test_distributed's 2-worker
+"""Remote producers in distributed runs (conftest's 2-worker
 cluster runs the chunks): without a cluster of their own they run locally
 in the chunks at once (or are refused when required); offloading to a
 separate cluster works and its statistics are merged into the report; a
@@ -23,9 +23,6 @@ from evflow.remote import Remote, RemoteNotice
 from evflow.remote._distributed import merge_remote
 
 distributed = pytest.importorskip("distributed")
-import test_distributed  # noqa: E402
-
-client = test_distributed.client  # its 2-worker cluster (a fixture of this module too)
 
 # The analyses below are shipped by value: workers need not import this module.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

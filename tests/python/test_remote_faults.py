@@ -20,9 +20,6 @@ from conftest import REMOTE_EVENTS, REMOTE_STEP, remote_analysis
 from evflow.remote import Remote, RemoteError, RemoteNotice
 
 distributed = pytest.importorskip("distributed")
-import test_distributed  # noqa: E402
-
-client = test_distributed.client  # its 2-worker cluster (a fixture of this module too)
 
 # The analyses below are shipped by value: workers need not import this module.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
