@@ -11,7 +11,7 @@ execution order most batches used.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -295,8 +295,11 @@ def build(
             executed.setdefault(batch, []).append((position, step))
         n_pass = sum(f[1][p][0] for f in finals)
         w_pass = sum(f[1][p][1] for f in finals)
-        runs = [[step for _, step in sorted(steps)] for steps in executed.values()]
-        best = representative_order(runs, len(filters))
+        runs = {batch: [step for _, step in sorted(steps)] for batch, steps in executed.items()}
+        best = representative_order(list(runs.values()), len(filters))
+        reach = max((len(r) for r in runs.values()), default=0)
+        # The batches that ran the representative order (as far as they went).
+        ran_by = [b for b, r in runs.items() if r == best[: len(r)]]
         steps = [
             CutFlowStep(
                 filter=f,
@@ -324,7 +327,9 @@ def build(
                     reorderable,
                     policy,
                     orderings,
-                    [filters[i] for i in best][: max((len(r) for r in runs), default=0)],
+                    [filters[i] for i in best][:reach],
+                    list(filters),
+                    ran_by,
                 ),
             )
         )
@@ -358,12 +363,16 @@ def _why(
     policy: str,
     orderings: Sequence[dict[str, Any]],
     ran: Sequence[str] = (),
+    written: Sequence[str] = (),
+    ran_by: Sequence[int] = (),
 ) -> str:
     """Why `path` ran in the order it did (``ran``: the representative order
-    as far as batches reached it), from the engine's order changes: the last
-    change to that order, not a later one that fewer batches ran (or none:
-    a decision after the last batch). A change of a distributed run names its
-    chunk, whose batches it counts."""
+    as far as batches reached it; ``written``: the path's filters as
+    written; ``ran_by``: the batches that ran ``ran``), from the engine's
+    order changes: the last change to that order, not a later one that fewer
+    batches ran (or none: a decision after the last batch). A change of a
+    distributed run names its chunk, whose batches it counts. Never says the
+    written order was kept when the order that ran is another."""
     if not reorderable:
         return "not reorderable: the written order"
     if policy == "fixed":
@@ -376,7 +385,8 @@ def _why(
     ran = list(ran)
 
     def names(change: dict[str, Any]) -> list[str]:
-        # The engine's label of a filter on several paths ends with "@path".
+        # Reports before module labels were used name a filter on several
+        # paths "label@path".
         return [str(m).removesuffix(f"@{path}") for m in change.get("order", [])]
 
     def when(change: dict[str, Any]) -> str:
@@ -389,6 +399,12 @@ def _why(
     if ran and changes and (not to_ran or to_ran[-1] is not changes[-1]):
         last = changes[-1]
         later = f" (a later change {when(last)}, to {' > '.join(names(last))}, ran on fewer batches)"
+    if ran and not to_ran and written and ran != list(written)[: len(ran)]:
+        # No change names the order that ran, and it is not the written one.
+        return _other_order(policy, changes, ran, ran_by, when, names, later)
+    if ran and changes and not to_ran:
+        changes = []
+    elif later:
         changes = to_ran
     if not changes and policy == "hepframe":
         return (
@@ -403,3 +419,47 @@ def _why(
         )
     last = changes[-1]
     return f"{policy}: chosen {when(last)}: {last['reason']}{later}"
+
+
+def _other_order(
+    policy: str,
+    changes: Sequence[dict[str, Any]],
+    ran: Sequence[str],
+    ran_by: Sequence[int],
+    when: Callable[[dict[str, Any]], str],
+    names: Callable[[dict[str, Any]], list[str]],
+    later: str,
+) -> str:
+    """Why a path ran ``ran``, an order that is neither written nor named by
+    any change: the change in effect when most of its batches (``ran_by``)
+    started (a decision applies to the batches started after it), or, before
+    any change, the written order repaired for the path's constraints."""
+    shown = " > ".join(ran)
+    # HEP-Frame requests a level's steps together: the batches record them
+    # in the order they finished, not the order of the change.
+    together = (
+        "; HEP-Frame runs the steps of a level together, recorded in the order they finished"
+        if policy == "hepframe"
+        else ""
+    )
+    # Chunks count their own batches: batch numbers cannot place their changes.
+    local = [c for c in changes if "chunk" not in c]
+    votes = Counter(
+        max((k for k, c in enumerate(local) if int(c.get("at_event", 0)) <= b), default=-1) for b in ran_by
+    )
+    if changes and (len(local) < len(changes) or not votes):
+        producer: dict[str, Any] | None = changes[-1]
+    else:
+        k = min(votes, key=lambda k: (-votes[k], -k)) if votes else -1
+        producer = local[k] if k >= 0 else None
+    if producer is None:
+        return (
+            f"{policy}: ran {shown}, the order it started with: the written order repaired "
+            f"for the path's constraints (after=...), before any change of order{later}"
+        )
+    if producer is changes[-1]:
+        later = ""
+    return (
+        f"{policy}: ran {shown} from the order chosen {when(producer)} "
+        f"({' > '.join(names(producer))}): {producer['reason']}{together}{later}"
+    )

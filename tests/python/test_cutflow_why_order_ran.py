@@ -1,0 +1,113 @@
+"""The cut-flow's ``why`` explains the order that ran even when no change of
+order names it: HEP-Frame requests a level's steps together and the batches
+record them in the order they finished, and a path starts from its written
+order repaired for its constraints. It never says the written order was kept
+when the order that ran is another."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import evflow as ef
+from evflow.cutflow import build
+
+FILTERS = ("loose_fast", "mid", "tight_slow")
+
+
+def _cutflow(runs: list[list[int]], orderings: list[dict[str, Any]], policy: str = "hepframe") -> Any:
+    """One reorderable path; batch ``i`` recorded the filters ``runs[i]``
+    (their indices) in that order, every event passing."""
+    records = [
+        (batch, 0, step, position, 10, 10, 10.0, 10.0)
+        for batch, run in enumerate(runs)
+        for position, step in enumerate(run)
+    ]
+    batches = [(batch, 10, 10.0) for batch in range(len(runs))]
+    finals = [(batch, [(10, 10.0)]) for batch in range(len(runs))]
+    return build([("sel", FILTERS, True)], records, batches, finals, [], False, policy, orderings)["sel"]
+
+
+def _change(at: int, order: list[str], reason: str) -> dict[str, Any]:
+    return {"path": "sel", "at_event": at, "order": order, "reason": reason}
+
+
+def test_a_level_recorded_as_it_finished_is_explained_by_the_change_that_ran_it() -> None:
+    """As a hepframe job of a slow tight cut, a mid one and a fast loose one
+    in one level ran: the change says tight_slow > mid > loose_fast, the
+    batches finished mid first; a later change ran on fewer batches."""
+    written, finished, late = [0, 1, 2], [1, 2, 0], [2, 0, 1]
+    path = _cutflow(
+        [written] * 5 + [finished] * 30 + [late] * 10,
+        [
+            _change(5, ["tight_slow", "mid", "loose_fast"], "HEP-Frame weights: first"),
+            _change(35, ["tight_slow", "loose_fast", "mid"], "HEP-Frame weights: second"),
+        ],
+    )
+    assert path.order == ["mid", "tight_slow", "loose_fast"]
+    assert "written order was kept" not in path.why, path.why
+    assert path.why.startswith(
+        "hepframe: ran mid > tight_slow > loose_fast from the order chosen after 5 batches "
+        "(tight_slow > mid > loose_fast): HEP-Frame weights: first; HEP-Frame runs the steps of a level "
+        "together"
+    ), path.why
+    assert "a later change after 35 batches, to tight_slow > loose_fast > mid" in path.why
+
+
+def test_the_change_in_effect_for_most_of_the_batches_that_ran_the_order_explains_it() -> None:
+    """Two changes, neither naming the order most batches recorded: the one
+    in effect when those batches started is the reason, not the last."""
+    finished = [1, 2, 0]
+    path = _cutflow(
+        [[0, 1, 2]] * 4 + [[2, 0, 1]] * 3 + [finished] * 20 + [finished] * 5,
+        [
+            _change(4, ["tight_slow", "loose_fast", "mid"], "first"),
+            _change(7, ["tight_slow", "mid", "loose_fast"], "second"),
+            _change(27, ["mid", "loose_fast", "tight_slow"], "third"),
+        ],
+    )
+    assert path.order == ["mid", "tight_slow", "loose_fast"]
+    assert "chosen after 7 batches (tight_slow > mid > loose_fast): second" in path.why, path.why
+    assert "a later change after 27 batches" in path.why
+
+
+def test_the_written_order_is_said_to_be_kept_only_when_it_ran() -> None:
+    path = _cutflow([[0, 1, 2]] * 5 + [[1, 2, 0]] * 2, [_change(5, ["tight_slow", "mid", "loose_fast"], "x")])
+    assert path.order == ["loose_fast", "mid", "tight_slow"]
+    assert path.why.startswith("hepframe: the written order was kept"), path.why
+
+
+def test_a_distributed_change_explains_an_order_no_change_names() -> None:
+    """Chunks count their own batches: the last change is named, with its chunk."""
+    path = _cutflow([[1, 2, 0]] * 3, [{**_change(0, ["tight_slow", "mid", "loose_fast"], "w"), "chunk": 2}])
+    assert path.why.startswith(
+        "hepframe: ran mid > tight_slow > loose_fast from the order chosen after 0 batches of chunk 2"
+    ), path.why
+
+
+def test_a_short_hepframe_job_says_its_written_order_was_repaired_not_kept() -> None:
+    """Three batches, fewer than HEP-Frame's warm-up: no change of order. The
+    written order puts ``odd`` before ``nmu``, which must run first: the
+    order that ran is the repaired one, and the cut-flow says so."""
+    proc = ef.Process("repaired")
+    proc.source = ef.source.synthetic(1500, step_size=500, seed=1)
+
+    @proc.filter(consumes=["MET_pt"])
+    def met(ev: ef.Events) -> Any:
+        return ev.MET_pt > 5
+
+    @proc.filter(consumes=["event"])
+    def odd(ev: ef.Events) -> Any:
+        return ev.event % 2 == 1
+
+    @proc.filter(consumes=["nMuon"])
+    def nmu(ev: ef.Events) -> Any:
+        return ev.nMuon >= 1
+
+    proc.path("sel", [met, odd, nmu], reorderable=True, after=[("odd", "nmu")])
+    sel = proc.run(threads=2, filter_order="hepframe").cutflow["sel"]
+    assert sel.order == ["met", "nmu", "odd"]
+    assert "written order was kept" not in sel.why, sel.why
+    assert sel.why.startswith(
+        "hepframe: ran met > nmu > odd, the order it started with: the written order "
+        "repaired for the path's constraints"
+    ), sel.why
