@@ -18,6 +18,7 @@ from ._first_probe import FirstProbe, Steps
 from ._modules import Analyzer, Filter, Producer
 from ._ordered import Commit
 from ._progress import _Progress
+from ._report_labels import user_labels
 from ._shared_work import share_products
 from .errors import Aborted, ConfigurationError, Interrupted, MissingBranchError, job_error, with_product_hint
 from .source import Source
@@ -531,7 +532,7 @@ def _run_plan(
         if show is not None:
             show.close()
     wall = time.perf_counter() - t0
-    report = json.loads(res["report"]) if res["report"] else None
+    report = user_labels(json.loads(res["report"]), plan.engine_label) if res["report"] else None
     if report is not None and remote:
         report["remote"] = remote
 
@@ -564,8 +565,7 @@ def _run_plan(
     events = sum(b[1] for b in res["batches"] if b[0] not in set(res["failed"]))
     report["batches"] = len(res["batches"])
     report["events_processed"] = events
-    if plan.split_runners or notice:
-        report["devices"] = dr.report(plan.device, notice, plan.split_runners)
+    report["devices"] = dr.report(plan.device, notice, plan.split_runners)  # also host only
     cutflow = build(
         [(p.name, [f.label for f in p.filters], p.reorderable) for p in proc.paths.values()],
         res["records"],

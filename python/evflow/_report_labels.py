@@ -1,0 +1,47 @@
+"""The names of a job's report as the user wrote them.
+
+A filter listed on several paths is one engine module per path, labelled
+``FILTER@PATH`` (each occurrence narrows its own path's selection). The
+cut-flow names it ``FILTER`` on each of its paths; the report's entries that
+belong to one path (``orderings``, ``paths[].filters``) name it the same way,
+their path being the entry's own ``path`` / ``name`` field. The per-module
+entries (``modules``, errors, the trace) keep the engine's label: there the
+occurrences are distinct modules.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+
+def user_labels(report: dict[str, Any], engine_label: Mapping[tuple[str, str], str]) -> dict[str, Any]:
+    """``report`` (changed in place and returned) with each path entry's
+    engine labels replaced by the filters' labels; ``engine_label`` maps
+    ``(path, filter label)`` to the engine's label."""
+    by_path: dict[str, dict[str, str]] = {}
+    for (path, label), engine in engine_label.items():
+        if engine != label:
+            by_path.setdefault(path, {})[engine] = label
+    if not by_path:
+        return report
+    for change in report.get("orderings", []):
+        names = by_path.get(str(change.get("path")))
+        if not isinstance(change, dict) or not names:
+            continue
+        change["order"] = [names.get(m, m) for m in change.get("order", [])]
+        if "reason" in change:
+            change["reason"] = _renamed(str(change["reason"]), names)
+    for path in report.get("paths", []):
+        names = by_path.get(str(path.get("name")))
+        for f in path.get("filters", []) if names else []:
+            f["label"] = names.get(f["label"], f["label"])  # type: ignore[union-attr]
+    return report
+
+
+def _renamed(text: str, names: Mapping[str, str]) -> str:
+    """``text`` (an engine's reason) naming each engine label of ``names``
+    by its filter label; a longer label that merely contains one is left."""
+    pattern = re.compile(r"(?<![\w@.])(" + "|".join(map(re.escape, names)) + r")(?![\w@])")
+    return pattern.sub(lambda m: names[m.group(1)], text)
