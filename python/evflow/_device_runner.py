@@ -52,7 +52,9 @@ def choose_device(
 
 
 def report(device: Device | None, notice: str, runners: dict[str, SplitRunner]) -> dict[str, Any]:
-    """The ``devices`` section of a job's report."""
+    """The ``devices`` section of every job's report: on the host only (no
+    device module, ``device="none"``, no device found) ``device`` is None and
+    ``modules`` is empty."""
     return {
         "device": device.name if device is not None else None,
         "notice": notice or None,

@@ -128,7 +128,7 @@ def test_same_results_on_host_device_and_splits(device: str, split: str) -> None
     _check(_collected(seen), want)
     assert result.cutflow["sel"].passed == len(want[0])
     if device == "none":
-        assert "devices" not in result.report
+        assert result.report["devices"] == {"device": None, "notice": None, "modules": {}}
         return
     mods = result.report["devices"]["modules"]
     assert set(mods) == {"ht", "metxy", "high_ht", "met"}
