@@ -25,7 +25,8 @@ class CutFlowStep:
     passed: int
     weighted_seen: float
     weighted_passed: float
-    #: events passing this filter and all before it / events entering the path
+    #: passed / events entering the path: the events passing this filter and
+    #: all before it in ``order`` when every batch ran that order
     cumulative: float
 
     @property
@@ -330,6 +331,7 @@ def build(
                     [filters[i] for i in best][:reach],
                     list(filters),
                     ran_by,
+                    len(runs),
                 ),
             )
         )
@@ -339,13 +341,24 @@ def build(
 def representative_order(runs: Sequence[Sequence[int]], n: int) -> list[int]:
     """The order most batches ran a path's ``n`` filters in, from each
     batch's steps in execution order (``runs``; a batch rejected early ran a
-    prefix): position by position, the step most of the batches that agree
-    so far ran next (ties: the one written first); steps no batch reached
-    follow in written order. Never a filter that did not run before one
-    that did (counting only batches that ran every filter named a written
-    order when none had)."""
-    order: list[int] = []
-    alive = [list(r) for r in runs]
+    prefix): the order some batch ran that the most batches agree with (a
+    batch agrees when one of the two runs is a prefix of the other; ties:
+    the longer, then the one with filters written first), continued position
+    by position by the step most of the longer runs that agree so far ran
+    next; steps no batch reached follow in written order. Never a filter
+    that did not run before one that did. (Counting whole runs, not each
+    position apart: batches that agree on a first step but split after it
+    must not outvote one order more batches ran.)"""
+    exact = Counter(tuple(r) for r in runs)
+    # below[p]: the runs that start with p (p itself included)
+    below: Counter[tuple[int, ...]] = Counter()
+    for r, m in exact.items():
+        for k in range(1, len(r) + 1):
+            below[r[:k]] += m
+    # Agreeing with c: the runs that start with c, and the shorter runs c starts with.
+    score = {c: below[c] + sum(exact[c[:k]] for k in range(1, len(c))) for c in exact if c}
+    order: list[int] = list(min(score, key=lambda c: (-score[c], -len(c), c))) if score else []
+    alive = [list(r) for r in runs if tuple(r[: len(order)]) == tuple(order)]
     while len(order) < n:
         k = len(order)
         nxt = Counter(r[k] for r in alive if len(r) > k)
@@ -365,10 +378,12 @@ def _why(
     ran: Sequence[str] = (),
     written: Sequence[str] = (),
     ran_by: Sequence[int] = (),
+    batches: int = 0,
 ) -> str:
     """Why `path` ran in the order it did (``ran``: the representative order
     as far as batches reached it; ``written``: the path's filters as
-    written; ``ran_by``: the batches that ran ``ran``), from the engine's
+    written; ``ran_by``: the batches that ran ``ran``, of ``batches`` that
+    ran the path), from the engine's
     order changes: the last change to that order, not a later one that fewer
     batches ran (or none: a decision after the last batch). A change of a
     distributed run names its chunk, whose batches it counts. Never says the
@@ -406,15 +421,21 @@ def _why(
         changes = []
     elif later:
         changes = to_ran
+    # Kept on part of the job only: say on how much.
+    kept = (
+        f"kept on {len(ran_by)} of {batches} batches, more than any other order"
+        if later and len(ran_by) < batches
+        else "kept"
+    )
     if not changes and policy == "hepframe":
         return (
-            "hepframe: the written order was kept (HEP-Frame's heuristic changes the order at "
+            f"hepframe: the written order was {kept} (HEP-Frame's heuristic changes the order at "
             "its checkpoints, the first after a warm-up of 4 batches (more when they hold fewer than "
             f"64 events), when its weights say so){later}"
         )
     if not changes:
         return (
-            f"{policy}: the written order was kept (no other order was expected to save "
+            f"{policy}: the written order was {kept} (no other order was expected to save "
             f"more than its uncertainty plus the switching cost){later}"
         )
     last = changes[-1]

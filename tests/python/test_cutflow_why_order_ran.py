@@ -111,3 +111,34 @@ def test_a_short_hepframe_job_says_its_written_order_was_repaired_not_kept() -> 
         "hepframe: ran met > nmu > odd, the order it started with: the written order "
         "repaired for the path's constraints"
     ), sel.why
+
+
+def test_a_written_order_kept_on_part_of_the_job_says_on_how_many_batches() -> None:
+    """The written order ran on the warm-up's 4 batches; the orders of the
+    changes after it, on fewer each: the order is the written one, kept on
+    4 of 11 batches, not "kept" as if for the whole job. Batches that agree
+    on a first filter but split after it do not outvote the order more
+    batches ran whole."""
+    path = _cutflow(
+        [[0, 1, 2]] * 4 + [[0, 2, 1]] * 3 + [[1, 0, 2]] * 2 + [[1, 2, 0]] * 2,
+        [
+            _change(4, ["loose_fast", "tight_slow", "mid"], "w1"),
+            _change(7, ["mid", "loose_fast", "tight_slow"], "w2"),
+        ],
+    )
+    assert path.order == ["loose_fast", "mid", "tight_slow"]
+    assert path.why.startswith(
+        "hepframe: the written order was kept on 4 of 11 batches, more than any other"
+    ), path.why
+
+
+def test_the_order_most_batches_ran_whole_beats_a_split_majority_of_first_steps() -> None:
+    """8 batches start with loose_fast but split 4/3/1 after it; 7 ran
+    tight_slow > mid > loose_fast: that is the order most batches ran."""
+    slow_first = [2, 1, 0]
+    path = _cutflow(
+        [[0, 1, 2]] * 4 + [[0, 2, 1]] * 3 + [[0, 1]] + [slow_first] * 7,
+        [_change(8, ["tight_slow", "mid", "loose_fast"], "weights")],
+    )
+    assert path.order == ["tight_slow", "mid", "loose_fast"]
+    assert path.why == "hepframe: chosen after 8 batches: weights"
