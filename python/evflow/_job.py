@@ -18,7 +18,7 @@ from ._first_probe import FirstProbe, Steps
 from ._modules import Analyzer, Filter, Producer
 from ._ordered import Commit
 from ._progress import _Progress
-from ._report_labels import user_labels
+from ._report_labels import user_labels, user_name
 from ._shared_work import share_products
 from .errors import Aborted, ConfigurationError, Interrupted, MissingBranchError, job_error, with_product_hint
 from .source import Source
@@ -220,14 +220,14 @@ class _Plan:
         if after is None:
             return None
         if not after:
-            raise ConfigurationError(f"'{label}': after= / select= lists no path")
-        out = []
+            raise ConfigurationError(
+                f"{user_name(label, self.proc, self.outputs)}: after= / select= lists no path"
+            )
         for name in after:
             if name not in self.path_index:
-                known = ", ".join(self.path_index) or "none"
-                raise ConfigurationError(f"'{label}' follows unknown path '{name}' (paths: {known})")
-            out.append(self.path_index[name])
-        return out
+                what, known = user_name(label, self.proc, self.outputs), ", ".join(self.path_index) or "none"
+                raise ConfigurationError(f"{what} follows unknown path '{name}' (paths: {known})")
+        return [self.path_index[name] for name in after]
 
     def _add(
         self,

@@ -12,8 +12,12 @@ occurrences are distinct modules.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._process import Process
+    from .output import ParquetOutput
 
 
 def user_labels(report: dict[str, Any], engine_label: Mapping[tuple[str, str], str]) -> dict[str, Any]:
@@ -45,3 +49,15 @@ def _renamed(text: str, names: Mapping[str, str]) -> str:
     by its filter label; a longer label that merely contains one is left."""
     pattern = re.compile(r"(?<![\w@.])(" + "|".join(map(re.escape, names)) + r")(?![\w@])")
     return pattern.sub(lambda m: names[m.group(1)], text)
+
+
+def user_name(label: str, proc: Process, outputs: Sequence[ParquetOutput]) -> str:
+    """An engine module as an error names it: ``histogram 'met'`` for
+    ``hist.met``, ``skim 'out.parquet'`` for ``output0`` (``outputs``: the
+    skims added so far, in order), else the module's own label."""
+    if label.startswith("hist.") and label[len("hist.") :] in proc.histograms:
+        return f"histogram '{label[len('hist.') :]}'"
+    index = label[len("output") :]
+    if label.startswith("output") and index.isdigit() and int(index) < len(outputs):
+        return f"skim '{outputs[int(index)].path}'"
+    return f"module '{label}'"
