@@ -15,12 +15,27 @@ def _figure() -> tuple[Any, Any]:
     return plt.subplots(figsize=(7, 5), dpi=100)
 
 
+def _weighted(h: Any) -> bool:
+    """Whether ``h`` holds sums of weights (``Weight`` storage, as a
+    weighted histogram of evflow's has), not counts of entries."""
+    return type(h.storage_type()).__name__ == "Weight"
+
+
+def _what(h: Any) -> str:
+    return "Sum of weights" if _weighted(h) else "Entries"
+
+
 def _ylabel(h: Any) -> str:
     ax = h.axes[0]
     widths = ax.widths
     if len(widths) and abs(max(widths) - min(widths)) <= 1e-9 * max(abs(max(widths)), 1.0):
-        return f"Entries / {widths[0]:.3g}"
-    return "Entries / bin"
+        return f"{_what(h)} / {widths[0]:.3g}"
+    return f"{_what(h)} / bin"
+
+
+def _legend(h: Any, name: str) -> str:
+    total = float(h.values().sum())
+    return f"{name}: sum of weights {total:.6g}" if _weighted(h) else f"{name}: {total:.6g} entries"
 
 
 def _categories(axis: Any) -> list[str] | None:
@@ -61,7 +76,7 @@ def plot_histogram(
                 edges,
                 color="tab:blue",
                 linewidth=1.5,
-                label=f"{name}: {float(values.sum()):.6g} entries",
+                label=_legend(h, name),
             )
             if variances is not None:
                 ax.errorbar(
@@ -79,7 +94,7 @@ def plot_histogram(
         else:
             xa, ya = h.axes
             mesh = ax.pcolormesh(xa.edges, ya.edges, h.values().T, shading="flat")
-            fig.colorbar(mesh, ax=ax, label="Entries")
+            fig.colorbar(mesh, ax=ax, label=_what(h))
             ax.set_xlabel(xa.label or xa.name)
             ax.set_ylabel(ya.label or ya.name)
         _label_categories(ax, h)
