@@ -68,16 +68,28 @@ class Process:
     def __init__(self, name: str = "evflow", *, weight: str | None = None) -> None:
         if not isinstance(name, str):
             raise ConfigurationError(f"a process name is a string, not {name!r}")
-        if weight is not None and not isinstance(weight, str):
-            raise ConfigurationError(f"process '{name}': weight= names a column (a string), not {weight!r}")
         self.name = name
         self.source: Source | None = None
-        #: column of per-event weights for the weighted cut-flow (and default histogram weights)
         self.weight = weight
         self.modules: dict[str, Module] = {}
         self.paths: dict[str, Path] = {}
         self.histograms: dict[str, Histogram] = {}
         self.outputs: list[tuple[ParquetOutput, list[str] | None]] = []
+
+    @property
+    def weight(self) -> str | None:
+        """The column of per-event weights for the weighted cut-flow (and
+        ``histogram(..., weight=True)``), or None."""
+        return self._weight
+
+    @weight.setter
+    def weight(self, column: str | None) -> None:
+        # Checked when set (also proc.weight = ...), not as a TypeError at run time.
+        if column is not None and not isinstance(column, str):
+            raise ConfigurationError(
+                f"process '{self.name}': weight names a column (a string), not {column!r}"
+            )
+        self._weight = column
 
     def __repr__(self) -> str:
         return (

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._skim_types import common_schema, common_type, copy_cast, holds, to_arrow, type_text
@@ -109,6 +109,12 @@ class ParquetOutput:
     def __init__(
         self, path: str | os.PathLike[str], columns: Sequence[str] | str, compression: str = "zstd"
     ) -> None:
+        if not isinstance(path, str | os.PathLike):
+            raise ConfigurationError(f"a Parquet output's path is a file name, not {path!r}")
+        if not isinstance(columns, str | Iterable):
+            raise ConfigurationError(
+                f"Parquet output '{os.fspath(path)}': columns= is a name or a list of names, not {columns!r}"
+            )
         columns = [columns] if isinstance(columns, str) else list(columns)  # one column
         if not columns:
             raise ConfigurationError("a Parquet output needs at least one column")
