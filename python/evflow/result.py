@@ -199,7 +199,8 @@ class Result:
         }
 
     def summary(self) -> str:
-        """A short text summary: events, throughput, cut-flow."""
+        """A short text summary: events, throughput, cut-flow (and why each
+        reorderable path ran in its order)."""
         r = self.report
         lines = [
             f"process '{self.process}': {self.events} events in {self.wall_s:.3f} s "
@@ -212,6 +213,8 @@ class Result:
         ]
         if len(self.cutflow):
             lines.append(self.cutflow.table().rstrip())
+        # The engine chose these orders: say why, as the report would.
+        lines.extend(f"order of path '{p.path}': {p.why}" for p in self.cutflow if p.reorderable and p.why)
         failed = r.get("failed_events") or []
         if failed:
             # on_error="skip": a failed module drops its whole batch.
