@@ -10,9 +10,11 @@ execution order most batches used.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 
@@ -465,9 +467,11 @@ def _other_order(
     )
     # Chunks count their own batches: batch numbers cannot place their changes.
     local = [c for c in changes if "chunk" not in c]
-    votes = Counter(
-        max((k for k, c in enumerate(local) if int(c.get("at_event", 0)) <= b), default=-1) for b in ran_by
-    )
+    # The change in effect for batch b: the last made after at most b batches.
+    made = sorted((int(c.get("at_event", 0)), k) for k, c in enumerate(local))
+    at = [a for a, _ in made]
+    last = list(accumulate((k for _, k in made), max))
+    votes = Counter(last[i - 1] if (i := bisect_right(at, b)) else -1 for b in ran_by)
     if changes and (len(local) < len(changes) or not votes):
         producer: dict[str, Any] | None = changes[-1]
     else:
