@@ -466,12 +466,15 @@ class Process:
         one: ``"auto"`` (a GPU through CuPy when there is one, else the host
         with a one-line notice), ``"cuda"`` (a GPU or an error),
         ``"emulated"`` (numpy on a worker thread, modelled costs; or an
-        ``evflow.device.EmulatedDevice(...)`` with your own), ``"none"``.
+        ``evflow.device.EmulatedDevice(...)`` with your own), ``"none"``
+        (the host only). ``result.report["devices"]`` says which device ran
+        what (``device`` None and no ``modules`` on the host only).
         ``device_split``: ``"adaptive"`` (measured, to the fastest split) or
         ``"fixed:P"`` (P % of each batch's events on the device).
 
-        ``skip_bad_files=True`` leaves out input files that cannot be read
-        or lack a branch the job reads, before it starts, and lists them in
+        ``skip_bad_files=True`` leaves out input files that cannot be opened
+        or lack a branch the job reads (judged from their metadata: data
+        corrupt further in still fail the job), before it starts, and lists them in
         ``result.skipped_files`` (each with its error in the report's
         ``skipped_files``); without it such a file fails the job, named.
 
