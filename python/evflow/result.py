@@ -218,7 +218,10 @@ class Result:
         failed = r.get("failed_events") or []
         if failed:
             # on_error="skip": a failed module drops its whole batch.
-            lines.append(f"{len(failed)} batches failed and were left out (on_error='skip'):")
+            were = "was" if len(failed) == 1 else "were"
+            lines.append(
+                f"{_count(len(failed), 'batch', 'batches')} failed and {were} left out (on_error='skip'):"
+            )
             lines.extend(f"  module '{f.get('module')}': {f.get('message')}" for f in failed[:10])
             if len(failed) > 10:
                 lines.append(f"  ... and {len(failed) - 10} more (result.report['failed_events'])")

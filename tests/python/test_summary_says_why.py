@@ -29,3 +29,18 @@ def test_the_summary_gives_each_reorderable_paths_why() -> None:
     assert why.startswith("filter_order='fixed'")
     assert f"order of path 'sr': {why}" in lines
     assert not [line for line in lines if line.startswith("order of path 'cr'")]
+
+
+def test_the_summary_counts_one_failed_batch_in_the_singular() -> None:
+    proc = ef.Process("one_failure")
+    proc.source = ef.source.synthetic(3_000, step_size=1_000)
+
+    @proc.filter(consumes=["nJet"])
+    def njet(ev: ef.Events) -> Any:
+        if ev.info.index == 1:
+            raise RuntimeError("bad calibration")
+        return ev.nJet >= 1
+
+    proc.path("sr", [njet])
+    summary = proc.run(threads=1, on_error="skip").summary()
+    assert "1 batch failed and was left out (on_error='skip'):" in summary, summary
