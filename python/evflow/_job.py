@@ -220,9 +220,8 @@ class _Plan:
         if after is None:
             return None
         if not after:
-            raise ConfigurationError(
-                f"{user_name(label, self.proc, self.outputs)}: after= / select= lists no path"
-            )
+            what = user_name(label, self.proc, self.outputs)
+            raise ConfigurationError(f"{what}: after= / select= lists no path")
         for name in after:
             if name not in self.path_index:
                 what, known = user_name(label, self.proc, self.outputs), ", ".join(self.path_index) or "none"
@@ -434,31 +433,32 @@ def _run_plan(
 
     source = proc.source
     assert source is not None
-    try:
+    job = _evflow.Job(proc.name)
+    try:  # a branch missing in a later ROOT file is found when the reader opens it
         source.check(plan.branches)
+        # An input of no event still runs one batch of none with the columns'
+        # types (the native reader has no such batch: the Python one runs it).
+        native = isinstance(source, ParquetSource) and source.engine == "native"
+        if native and source.total_events() != 0:
+            job.set_parquet_source(
+                source.files,
+                plan.branches,
+                source.step_size,
+                rt.numbered_build(source.build(proc.weight), first_batch),
+                prefetch=source.prefetch,
+                entry_stop=source.max_events,
+                entry_start=source.entry_start,
+            )
+        else:
+            branches = list(plan.branches)
+            reader = _TypesWhenEmpty(
+                source.reader(branches, proc.weight), lambda: source.empty_batch(branches, proc.weight)
+            )
+            job.set_python_source(
+                rt.Numbered(reader, first_batch) if first_batch else reader, source.describe()
+            )
     except MissingBranchError as e:
         raise with_product_hint(e, plan.product_of, proc) from None
-
-    job = _evflow.Job(proc.name)
-    # An input of no event still runs one batch of none with the columns'
-    # types (the native reader has no such batch: the Python one runs it).
-    native = isinstance(source, ParquetSource) and source.engine == "native"
-    if native and source.total_events() != 0:
-        job.set_parquet_source(
-            source.files,
-            plan.branches,
-            source.step_size,
-            rt.numbered_build(source.build(proc.weight), first_batch),
-            prefetch=source.prefetch,
-            entry_stop=source.max_events,
-            entry_start=source.entry_start,
-        )
-    else:
-        branches = list(plan.branches)
-        reader = _TypesWhenEmpty(
-            source.reader(branches, proc.weight), lambda: source.empty_batch(branches, proc.weight)
-        )
-        job.set_python_source(rt.Numbered(reader, first_batch) if first_batch else reader, source.describe())
     for m in plan.modules:
         job.add_module(**m)
     for path in proc.paths.values():

@@ -51,3 +51,15 @@ def test_an_analyzer_after_no_path_is_named() -> None:
 
     with pytest.raises(ef.ConfigurationError, match=r"^module 'look': after= / select= lists no path$"):
         proc.run(threads=1)
+
+
+def test_a_branch_missing_in_a_later_root_file_names_what_reads_it(hzz_file: Path, zmumu_file: Path) -> None:
+    """The second file lacks the branch: the error names that file and the
+    histogram that reads the branch, as for the first file."""
+    proc = ef.Process("later_file")
+    proc.source = ef.source.root([hzz_file, zmumu_file], tree="events")
+    proc.histogram("nmuon", column="NMuon", bins=5, range=(0, 5))
+    with pytest.raises(ef.MissingBranchError) as e:
+        proc.run(threads=1)
+    assert f"branch 'NMuon' not found in tree 'events' of file '{zmumu_file}'" in str(e.value)
+    assert "histogram 'nmuon' reads 'NMuon', which is neither a product" in str(e.value)
