@@ -208,7 +208,7 @@ class Result:
             + (_count(r["processes"], "process", "processes") + " × " if "processes" in r else "")
             + _count(r.get("threads"), "thread", "threads")
             + ", "
-            f"{r.get('batches')} batches, peak RSS {r.get('peak_rss_bytes', 0) / 2**20:.0f} MiB"
+            f"{_count(r.get('batches'), 'batch', 'batches')}, peak RSS {r.get('peak_rss_bytes', 0) / 2**20:.0f} MiB"
             + (" (interrupted: reading stopped early)" if r.get("interrupted") else ""),
         ]
         if len(self.cutflow):

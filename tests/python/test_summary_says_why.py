@@ -44,3 +44,12 @@ def test_the_summary_counts_one_failed_batch_in_the_singular() -> None:
     proc.path("sr", [njet])
     summary = proc.run(threads=1, on_error="skip").summary()
     assert "1 batch failed and was left out (on_error='skip'):" in summary, summary
+    assert ", 3 batches, peak RSS" in summary.splitlines()[0]
+
+
+def test_the_summary_counts_one_batch_in_the_singular() -> None:
+    proc = ef.Process("one_batch")
+    proc.source = ef.source.synthetic(500, step_size=1_000)
+    proc.histogram("met", column="MET_pt", bins=4, range=(0, 100))
+    first = proc.run(threads=1).summary().splitlines()[0]
+    assert " on 1 thread, 1 batch, peak RSS " in first, first
