@@ -96,6 +96,8 @@ def check_weight_storage(name: str, h: Any) -> None:
 def _names(items: Iterable[Any], what: str) -> list[str]:
     if isinstance(items, str):
         return [items]
+    if not isinstance(items, Iterable):
+        raise ConfigurationError(f"{what} must be a name or a list of names (strings), not {items!r}")
     out = []
     for x in items:
         if not isinstance(x, str):

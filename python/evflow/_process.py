@@ -402,7 +402,7 @@ class Process:
             bins,
             range,
             edges,
-            [after] if isinstance(after, str) else (list(after) if after is not None else None),
+            None if after is None else _names(after, f"after= of histogram '{name}'"),
             weight,
             label,
         )
@@ -420,7 +420,7 @@ class Process:
                     f"two outputs write '{out.path}': give each skim a file of its own (one output "
                     "may select several paths: select=[...])"
                 )
-        sel = [select] if isinstance(select, str) else (list(select) if select is not None else None)
+        sel = None if select is None else _names(select, f"select= of skim '{out.path}'")
         self.outputs.append((out, sel))
         return out
 
