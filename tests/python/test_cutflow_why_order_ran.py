@@ -142,3 +142,31 @@ def test_the_order_most_batches_ran_whole_beats_a_split_majority_of_first_steps(
     )
     assert path.order == ["tight_slow", "mid", "loose_fast"]
     assert path.why == "hepframe: chosen after 8 batches: weights"
+
+
+def test_why_agrees_with_the_order_on_seeded_random_jobs() -> None:
+    """Seeded random jobs (batches running random orders or prefixes of them,
+    random changes): ``why`` says the written order was kept only when
+    ``order`` is the written one, says "chosen" only for an order a change
+    names, and otherwise names the order that ran."""
+    import random
+
+    rng = random.Random(7)
+    names = list(FILTERS)
+    for _ in range(400):
+        orders = [rng.sample(range(3), 3) for _ in range(rng.randint(1, 4))]
+        runs = [rng.choice(orders)[: rng.randint(1, 3)] for _ in range(rng.randint(1, 12))]
+        changes = [
+            _change(rng.randint(0, len(runs)), [names[i] for i in rng.sample(range(3), 3)], f"r{k}")
+            for k in range(rng.randint(0, 3))
+        ]
+        policy = rng.choice(["adaptive", "hepframe"])
+        path = _cutflow(runs, sorted(changes, key=lambda c: c["at_event"]), policy)
+        reach = max(len(r) for r in runs)
+        ran = path.order[:reach]
+        if "the written order was kept" in path.why:
+            assert ran == names[:reach], (runs, changes, path.why)
+        elif path.why.startswith(f"{policy}: chosen after"):
+            assert any(c["order"][:reach] == ran for c in changes), (runs, changes, path.why)
+        else:
+            assert path.why.startswith(f"{policy}: ran {' > '.join(ran)}"), (runs, changes, path.why)
