@@ -31,16 +31,16 @@ def user_labels(report: dict[str, Any], engine_label: Mapping[tuple[str, str], s
     if not by_path:
         return report
     for change in report.get("orderings", []):
-        names = by_path.get(str(change.get("path")))
-        if not isinstance(change, dict) or not names:
+        names = by_path.get(str(change.get("path"))) if isinstance(change, dict) else None
+        if not names:
             continue
         change["order"] = [names.get(m, m) for m in change.get("order", [])]
         if "reason" in change:
             change["reason"] = _renamed(str(change["reason"]), names)
     for path in report.get("paths", []):
-        names = by_path.get(str(path.get("name")))
-        for f in path.get("filters", []) if names else []:
-            f["label"] = names.get(f["label"], f["label"])  # type: ignore[union-attr]
+        names = by_path.get(str(path.get("name")), {})
+        for f in path.get("filters", []):
+            f["label"] = names.get(f["label"], f["label"])
     return report
 
 
