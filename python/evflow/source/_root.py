@@ -145,8 +145,13 @@ class RootSource(Source):
         of its own opened every file once more, about 0.45 s per NanoAOD
         file, twice with more files than the trees kept open)."""
         self._checked = list(columns)
-        for path in self.files:
+        for i, path in enumerate(self.files):
             if not os.path.exists(path) and "://" not in path:
+                # The first bad file in the listed order is named, as a
+                # distributed run names it: the files before it are opened
+                # (the job opens them anyway) before the missing one.
+                for earlier in self.files[:i]:
+                    self._check_branches(earlier, self._open(earlier))
                 self._open(path)  # the missing file's own message
         if self.files:
             self._check_branches(self.files[0], self._open(self.files[0]))
