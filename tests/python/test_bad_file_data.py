@@ -7,6 +7,7 @@ out as a whole, so the result is that of a run without it."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,54 @@ def _reference(files: list[str]) -> tuple[np.ndarray, int]:
     return np.histogram(x[keep], bins=20, range=(-3, 3))[0], int(keep.sum())
 
 
+@pytest.mark.parametrize("kind", ["root", "parquet"])
+def test_corrupt_file_data_skip_the_whole_file(client: Any, inputs: dict[str, Any], kind: str, tmp_path: Path) -> None:  # fmt: skip
+    """With ``skip_bad_files``, a file whose fourth basket / row group does
+    not decompress is left out whole, in one process and on a cluster (also
+    with ``on_error="skip-chunk"``): histograms, cut-flow and skim equal a
+    run without it and the numpy reference, and the result names the file
+    and the entries that failed. Without it, the error names them."""
+    a, b, c = inputs[kind]
+    clean = _analysis(_source(kind, [a, c]), str(tmp_path / "clean.parquet")).run(threads=1)
+    expected, selected = _reference([0, 2])
+    assert np.array_equal(clean.histograms["x"].values(), expected)
+    assert clean.cutflow["sel"].passed == selected
+    runs = {
+        "one process": dict(threads=2),
+        "cluster": dict(client=client, chunk_size=STEP),
+        "cluster, skip-chunk": dict(client=client, chunk_size=2 * STEP, on_error="skip-chunk"),
+    }
+    for what, options in runs.items():
+        skim = str(tmp_path / f"skim-{what.replace(' ', '').replace(',', '')}")
+        proc = _analysis(_source(kind, [a, b, c]), skim)
+        result = proc.run(skip_bad_files=True, **options)
+        assert result.skipped_files == [b], what
+        (left,) = result.report["skipped_files"]
+        assert left["file"] == b and left["entries"][0] == 3000, (what, left)
+        assert "3000" in left["error"], (what, left)
+        assert result.events == clean.events == 2 * EVENTS, what
+        for name, h in clean.histograms.items():
+            same = np.array_equal(h.values(flow=True), result.histograms[name].values(flow=True))
+            assert same, (what, name)
+        # A filter's `seen` depends on the order adaptive ordering ran; what passes does not.
+        assert result.cutflow["sel"].passed == selected, what
+        assert _skim_rows(skim).equals(_skim_rows(str(tmp_path / "clean.parquet"))), what
+        if "cluster" in what:
+            assert result.skipped_chunks == [], what  # the file is left out, not a chunk of it
+        assert proc.source.files == [a, b, c]  # the analysis's own source is unchanged
+
+    for options in ({"threads": 1}, {"client": client, "chunk_size": STEP}):
+        with pytest.raises(ef.JobError, match=rf"{b}'?, .*entries (3000-3999|from 3000)"):
+            _analysis(_source(kind, [a, b, c])).run(**options)
+
+
+def test_every_file_corrupt_is_an_input_error(inputs: dict[str, Any]) -> None:
+    """Nothing left to run: the error names the files left out."""
+    b = inputs["root"][1]
+    with pytest.raises(ef.InputError, match="no input file can be read"):
+        _analysis(_source("root", [b])).run(threads=1, skip_bad_files=True)
+
+
 @pytest.mark.parametrize("order", ["truncated first", "missing first"])
 def test_the_first_bad_file_listed_is_named_alike(client: Any, inputs: dict[str, Any], order: str) -> None:
     """A truncated file and a missing one, without ``skip_bad_files``: one
@@ -142,3 +191,28 @@ def test_the_first_bad_file_listed_is_named_alike(client: Any, inputs: dict[str,
     for e in named:
         assert f"'{first}'" in str(e) and f"'{bad[1]}'" not in str(e), str(e)
     assert type(named[0]) is type(named[1]), named
+
+
+def test_bad_files_skipped_alike_in_one_process_and_on_a_cluster(client: Any, inputs: dict[str, Any]) -> None:
+    """Truncated, missing and corrupt files together: both list the same
+    files left out (those that do not open first, in the listed order, then
+    the corrupt one) and give the same histograms."""
+    a, b, c = inputs["root"]
+    files = [a, inputs["truncated"], b, inputs["missing"], c]
+    one = _analysis(_source("root", files)).run(threads=1, skip_bad_files=True)
+    dist = _analysis(_source("root", files)).run(client=client, skip_bad_files=True)
+    assert one.skipped_files == dist.skipped_files == [inputs["truncated"], inputs["missing"], b]
+    for name, h in one.histograms.items():
+        assert np.array_equal(h.values(flow=True), dist.histograms[name].values(flow=True)), name
+    assert np.array_equal(one.histograms["x"].values(), _reference([0, 2])[0])
+
+
+def test_corrupt_copy_is_left_out_of_the_input_only(inputs: dict[str, Any], tmp_path: Path) -> None:
+    """The file's name, not its contents, is what is left out: a good copy
+    of it under another name is read."""
+    a, b, _c = inputs["root"]
+    copy = tmp_path / "a_copy.root"
+    shutil.copy(a, copy)
+    r = _analysis(_source("root", [a, b, str(copy)])).run(threads=1, skip_bad_files=True)
+    assert r.skipped_files == [b]
+    assert np.array_equal(r.histograms["x"].values(), _reference([0, 0])[0])

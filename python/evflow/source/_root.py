@@ -13,7 +13,16 @@ from ..errors import InputError, MissingFileError, MissingTreeError
 if TYPE_CHECKING:
     from .._runtime import BatchData
 
-from ._common import PathLike, Setting, Source, _check_max_events, _check_step_size, _files, _missing
+from ._common import (
+    PathLike,
+    Setting,
+    Source,
+    _check_max_events,
+    _check_step_size,
+    _files,
+    _missing,
+    unreadable,
+)
 from ._readahead import ReadBalancer, _ReadAhead
 
 
@@ -199,14 +208,17 @@ class RootSource(Source):
                 list(columns), entry_start=a, entry_stop=b, library="ak", how=dict, array_cache=None
             )
         except Exception as e:
-            raise InputError(f"reading {where}: {type(e).__name__}: {e}") from e
+            raise unreadable(f"reading {where}: {type(e).__name__}: {e}", path, a, b) from e
         # uproot stops at the tree's end: a file replaced or cut since the
         # job was planned gives fewer entries than planned.
         short = next((len(v) for v in cols.values() if len(v) != b - a), None)
         if short is not None:
-            raise InputError(
+            raise unreadable(
                 f"reading {where}: {short} entries read, {b - a} planned (was the file replaced or "
-                "cut during the job?)"
+                "cut during the job?)",
+                path,
+                a,
+                b,
             )
         return BatchData(cols, b - a, file=path, entry_start=a, entry_stop=b, where=where, weight=weight)
 
