@@ -1,16 +1,19 @@
-"""``skip_bad_files=True`` in one process: input files that cannot be read,
-or lack a branch the job reads, are left out before the job starts and
-listed in the result, as a distributed run lists them."""
+"""``skip_bad_files=True``: input files that cannot be read, or lack a
+branch the job reads, are left out before the job starts (in one process
+here, as a distributed run does); a file whose data fail to be read during
+the job (a corrupt basket or row group) is left out by running the job
+again without it. Both are listed in the result."""
 
 from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Iterator, Sequence
+import os
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from .errors import InputError
+from .errors import EvflowError, InputError
 
 if TYPE_CHECKING:
     from ._process import Process
@@ -57,3 +60,65 @@ def with_skipped(result: Result, skipped: list[dict[str, str]]) -> Result:
         result.skipped_files = [s["file"] for s in skipped]
         result.report["skipped_files"] = skipped
     return result
+
+
+def unreadable_data(error: BaseException) -> dict[str, Any] | None:
+    """The file and entries of the data an error (or its causes) could
+    not read, if that is what it is about."""
+    seen: set[int] = set()
+    e: BaseException | None = error
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        where = getattr(e, "unreadable", None)
+        if isinstance(where, dict):
+            return where
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def leaving_out_unreadable(
+    run: Callable[[list[dict[str, Any]]], Result], skip: bool, proc: Process | None = None
+) -> Result:
+    """``run(left_out)`` (``left_out``: the files whose data could not be
+    read, each with its entries and error); with ``skip``, a run that
+    fails on a file's data is run again without that file, so that no row
+    of it reaches a histogram, cut-flow or skim (the result is that of a
+    run without the file; the file's earlier batches are not kept). With
+    ``proc``, its source is trimmed for each run (and restored); else
+    ``run`` leaves the files out itself. The files left out are listed in
+    the result, after those that did not open."""
+    left: list[dict[str, Any]] = []
+    source = proc.source if proc is not None else None
+    try:
+        while True:
+            try:
+                result = run(left)
+            except EvflowError as e:
+                where = unreadable_data(e)
+                if not skip or where is None or any(s["file"] == where["file"] for s in left):
+                    raise
+                left.append({**where, "error": str(e)})
+                if proc is not None:
+                    proc.source = without_files(source, [s["file"] for s in left])
+                continue
+            if left:
+                result.skipped_files = [*(result.skipped_files or []), *(s["file"] for s in left)]
+                result.report["skipped_files"] = [*result.report.get("skipped_files", []), *left]
+            return result
+    finally:
+        if proc is not None:
+            proc.source = source
+
+
+def without_files(source: Any, files: Sequence[str]) -> Any:
+    """``source`` without ``files`` (a copy; every listing of them); an
+    :class:`InputError` when no file is left."""
+    if not files or not hasattr(source, "files"):
+        return source
+    drop = {os.path.abspath(f) for f in files}
+    kept = [f for f in source.files if os.path.abspath(f) not in drop]
+    if not kept:
+        raise InputError("skip_bad_files: no input file can be read: " + ", ".join(f"'{f}'" for f in files))
+    trimmed = copy.copy(source)
+    trimmed.files = kept
+    return trimmed

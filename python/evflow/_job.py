@@ -510,6 +510,7 @@ def _run_plan(
             probe=rt.probe_indices,
             first_probe=FirstProbe.of(plan, proc),
             ordering_stats=ordering_stats,
+            first_batch=first_batch,
         )
     except BaseException:
         for out in outputs:

@@ -519,22 +519,27 @@ class Process:
             raise ConfigurationError(
                 "on_error='skip-chunk' and chunk_size apply to distributed runs (give client= or processes=)"
             )
+        from ._bad_files import leaving_out_unreadable
         from ._job import run_process
         from ._skim_checks import check_skims
 
         check_skims(self)  # before anything runs: nothing is written or deleted on a refusal
-        return run_process(
+        return leaving_out_unreadable(
+            lambda _left_out: run_process(
+                self,
+                threads=threads or available_cores(),
+                events_in_flight=events_in_flight,
+                progress=progress,
+                executor=executor,
+                on_error=on_error,
+                trace=trace,
+                filter_order=filter_order,
+                device=device,
+                device_split=device_split,
+                skip_bad_files=skip_bad_files,
+            ),
+            skip_bad_files is True,
             self,
-            threads=threads or available_cores(),
-            events_in_flight=events_in_flight,
-            progress=progress,
-            executor=executor,
-            on_error=on_error,
-            trace=trace,
-            filter_order=filter_order,
-            device=device,
-            device_split=device_split,
-            skip_bad_files=skip_bad_files,
         )
 
 

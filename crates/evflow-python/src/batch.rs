@@ -76,6 +76,11 @@ pub(crate) struct Shared {
     /// Per path: a first probe was tried (once per job: one that failed or
     /// decided nothing leaves the path to the batches' own probes).
     first_tried: Mutex<Vec<bool>>,
+    /// The number of the source's first batch in the whole job (a chunk of
+    /// a distributed run): the planner draws which batches it samples from
+    /// this number, not the chunk's own count, so that chunks do not all
+    /// sample (and skip) the same positions of their batches.
+    pub first_batch: u64,
 }
 
 impl Shared {
@@ -90,8 +95,10 @@ impl Shared {
         on_batch_failed: Option<Py<PyAny>>,
         probe: Option<Py<PyAny>>,
         first_probe: Option<Py<PyAny>>,
+        first_batch: u64,
     ) -> Self {
         Self {
+            first_batch,
             planner: Arc::new(OnceLock::new()),
             probe,
             first_probe,
@@ -326,7 +333,7 @@ impl Batch {
                 let sampled: Vec<bool> = (0..shared.n_paths)
                     .map(|p| {
                         !probed_first.get(p).copied().unwrap_or(false)
-                            && planner.wants_event_samples(p, index)
+                            && planner.wants_event_samples(p, shared.first_batch + index)
                     })
                     .collect();
                 sampled.iter().any(|&s| s).then(|| Probe {

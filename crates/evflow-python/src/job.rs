@@ -203,8 +203,10 @@ impl Job {
     /// the `adaptive` planner measured, `None` without one).
     /// `ordering_stats` in: statistics measured before (JSON text, as
     /// returned and merged by `merge_ordering_stats`) that the reorderable
-    /// paths start from.
-    #[pyo3(signature = (union, intersect, weight_sum, threads=1, events_in_flight=2, sequential=false, skip_failed=false, progress=None, interval_s=0.2, on_batch_failed=None, trace=false, filter_order=None, probe=None, first_probe=None, ordering_stats=None))]
+    /// paths start from. `first_batch`: the number of the source's first
+    /// batch in a larger job (a chunk's), from which the batches the planner
+    /// samples are drawn.
+    #[pyo3(signature = (union, intersect, weight_sum, threads=1, events_in_flight=2, sequential=false, skip_failed=false, progress=None, interval_s=0.2, on_batch_failed=None, trace=false, filter_order=None, probe=None, first_probe=None, ordering_stats=None, first_batch=0))]
     #[allow(clippy::too_many_arguments)]
     fn run<'py>(
         &mut self,
@@ -224,6 +226,7 @@ impl Job {
         probe: Option<Py<PyAny>>,
         first_probe: Option<Py<PyAny>>,
         ordering_stats: Option<String>,
+        first_batch: u64,
     ) -> PyResult<Bound<'py, PyDict>> {
         let policy: Option<Policy> = filter_order
             .map(|name| name.parse().map_err(PyValueError::new_err))
@@ -245,6 +248,7 @@ impl Job {
             on_batch_failed,
             probe,
             first_probe,
+            first_batch,
         ));
         // The planner is kept where the batches find it: they ask it which
         // of them it samples, and report per-event decisions to it.

@@ -136,6 +136,8 @@ pub(crate) struct ParquetSource {
     current: VecDeque<RecordBatch>,
     current_unit: Option<Unit>,
     current_entry: u64,
+    /// The unit whose decoding failed: (file, first entry, entry after).
+    failed_unit: Option<(usize, u64, u64)>,
     next_index: u64,
     finished: bool,
     balancer: Option<Py<PyAny>>,
@@ -154,6 +156,7 @@ impl ParquetSource {
             current: VecDeque::new(),
             current_unit: None,
             current_entry: 0,
+            failed_unit: None,
             next_index: 0,
             finished: false,
             balancer: None,
@@ -266,9 +269,28 @@ impl ParquetSource {
             self.interval.bytes += bytes as u64;
             let unit = self.units[want].clone();
             self.current_entry = unit.entry;
+            if decoded.is_err() {
+                self.failed_unit = Some((unit.file, unit.entry, unit.entry + unit.rows));
+            }
             self.current = decoded?.into();
             self.current_unit = Some(unit);
         }
+    }
+
+    /// Keeps, as the cause of the job's error, an `InputError` naming the
+    /// file and entries whose row groups failed to decode (a corrupt
+    /// page): `skip_bad_files` leaves that file out by it, also when the
+    /// error comes back from a worker.
+    fn keep_unreadable(&self, message: &str, file: usize, start: u64, stop: u64) {
+        let path = &self.spec.files[file];
+        Python::attach(|py| {
+            let made = py
+                .import("evflow.source._common")
+                .and_then(|m| m.getattr("unreadable")?.call1((message, path, start, stop)));
+            if let Ok(err) = made {
+                let _ = self.shared.python_error(py, PyErr::from_value(err), None);
+            }
+        });
     }
 
     /// Hands the interval's measurements to the balancer and applies its
@@ -717,6 +739,9 @@ impl Source for ParquetSource {
             Err(e) => {
                 self.finished = true;
                 self.shared.check_cancel()?;
+                if let Some((file, start, stop)) = self.failed_unit.take() {
+                    self.keep_unreadable(&e, file, start, stop);
+                }
                 return Err(ModuleError::msg(e));
             }
         };

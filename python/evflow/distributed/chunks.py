@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import copy
+import itertools
 import math
 import os
 import threading
@@ -333,15 +334,32 @@ def plan_chunks(
         return list(ChunkFeed(steps, kind, starts, workers=workers))
     if chunk_size <= 0:
         raise ConfigurationError(f"chunk_size must be positive, not {chunk_size}")
-    n_chunks = math.ceil(len(steps) / max(1, round(chunk_size / max(1, source.step_size))))
+    # Cut by events, not by a count of batches: batches are shorter than
+    # the step where row groups or clusters end before it (row groups of
+    # 1500 rows read in steps of 1000 give batches of 1000 and 500).
+    before = [0, *itertools.accumulate(b - a for _f, a, b in steps)]  # events before each batch
+
+    def cut(i: int, target: float) -> int:
+        """The chunk start after ``i`` nearest ``target`` events."""
+        j = bisect.bisect_left(before, target)
+        if j > 0 and target - before[j - 1] <= before[min(j, len(steps))] - target:
+            j -= 1
+        j = min(max(j, i + 1), len(steps))
+        while j < len(steps) and not starts[j]:
+            j += 1
+        return j
+
+    # As many chunks as cuts nearest chunk_size from each start make, then
+    # cut evenly in events.
+    n_chunks, i = 0, 0
+    while i < len(steps):
+        i, n_chunks = cut(i, before[i] + chunk_size), n_chunks + 1
     chunks: list[Chunk] = []
     i = 0
     for k in range(1, n_chunks + 1):
-        j = max(i + 1, round(k * len(steps) / n_chunks))
-        while j < len(steps) and not starts[j]:
-            j += 1
         if i >= len(steps):
             break
+        j = cut(i, k * before[-1] / n_chunks)
         chunks.append(Chunk(len(chunks), tuple(steps[i:j]), kind, first_batch=i))
         i = j
     return chunks

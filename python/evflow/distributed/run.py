@@ -13,10 +13,11 @@ import time
 import uuid
 import warnings
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from .._bad_files import unreadable_data, without_files
 from .._dist_support import new_directories, pickled, remove_created
 from .._skim_checks import check_skims
 from .._skim_types import schema_of
@@ -239,6 +240,7 @@ def run(
     skip_bad_files: bool = False,
     factory: Callable[[], Process] | None = None,
     dashboard: bool | None = None,
+    left_out: Sequence[dict[str, Any]] = (),
 ) -> Result:
     """Runs an analysis on a Dask cluster; see :mod:`evflow.distributed`.
 
@@ -247,7 +249,9 @@ def run(
     rebuilds the analysis on the workers instead of pickling ``target``
     (e.g. by loading the analysis file there); the source is always the
     client's ``target``'s. ``dashboard``: print the Dask dashboard's
-    address on stderr when the job starts (default: with ``progress=True``)."""
+    address on stderr when the job starts (default: with ``progress=True``).
+    ``left_out``: files whose data could not be read before (see
+    :func:`evflow._bad_files.leaving_out_unreadable`)."""
     from .._job import _Plan
     from .._modules import check_counts, check_flag, check_progress
     from ..cutflow import build
@@ -275,7 +279,7 @@ def run(
     plan = _Plan(proc)  # checks the description before anything is submitted
     check_skims(proc)  # before any skim directory is prepared: a refusal deletes nothing
     assert proc.source is not None
-    source = _absolute(proc.source)
+    source = without_files(_absolute(proc.source), [f["file"] for f in left_out])
     kind = source_kind(source)
     templates = {name: t for name, (_s, t) in plan.hists.items()}
 
@@ -446,8 +450,8 @@ def run(
                             if failure is not None:
                                 if on_error != "skip-chunk" and lost:
                                     raise failure from r
-                                if on_error != "skip-chunk":
-                                    raise failure  # its __cause__: the module's own exception
+                                if on_error != "skip-chunk" or (skip_bad_files and unreadable_data(failure)):
+                                    raise failure  # its __cause__: the module's own exception (a file's: run again)
                                 skipped_chunks.append(
                                     {
                                         "chunk": ch.index,

@@ -9,7 +9,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigurationError, MissingBranchError
+from ..errors import ConfigurationError, InputError, MissingBranchError
 
 if TYPE_CHECKING:
     from .._runtime import BatchData
@@ -148,3 +148,13 @@ def _memory(value: int | str) -> int:
                 except ValueError:
                     break
     raise ConfigurationError(f"read_memory must be bytes (int) or like '512MB', not {value!r}")
+
+
+def unreadable(message: str, file: str, start: int, stop: int) -> InputError:
+    """The error of entries ``start``-``stop - 1`` of ``file`` whose data
+    cannot be read (a corrupt basket or row group): it keeps the file and
+    the entries, so that ``skip_bad_files`` can leave that file out (also
+    when the error comes back pickled from a worker)."""
+    e = InputError(message)
+    e.unreadable = {"file": file, "entries": [start, stop]}  # type: ignore[attr-defined]
+    return e

@@ -13,7 +13,16 @@ from ..errors import InputError, MissingFileError, MissingTreeError
 if TYPE_CHECKING:
     from .._runtime import BatchData
 
-from ._common import PathLike, Setting, Source, _check_max_events, _check_step_size, _files, _missing
+from ._common import (
+    PathLike,
+    Setting,
+    Source,
+    _check_max_events,
+    _check_step_size,
+    _files,
+    _missing,
+    unreadable,
+)
 from ._readahead import ReadBalancer, _ReadAhead
 
 
@@ -145,8 +154,13 @@ class RootSource(Source):
         of its own opened every file once more, about 0.45 s per NanoAOD
         file, twice with more files than the trees kept open)."""
         self._checked = list(columns)
-        for path in self.files:
+        for i, path in enumerate(self.files):
             if not os.path.exists(path) and "://" not in path:
+                # The first bad file in the listed order is named, as a
+                # distributed run names it: the files before it are opened
+                # (the job opens them anyway) before the missing one.
+                for earlier in self.files[:i]:
+                    self._check_branches(earlier, self._open(earlier))
                 self._open(path)  # the missing file's own message
         if self.files:
             self._check_branches(self.files[0], self._open(self.files[0]))
@@ -194,14 +208,17 @@ class RootSource(Source):
                 list(columns), entry_start=a, entry_stop=b, library="ak", how=dict, array_cache=None
             )
         except Exception as e:
-            raise InputError(f"reading {where}: {type(e).__name__}: {e}") from e
+            raise unreadable(f"reading {where}: {type(e).__name__}: {e}", path, a, b) from e
         # uproot stops at the tree's end: a file replaced or cut since the
         # job was planned gives fewer entries than planned.
         short = next((len(v) for v in cols.values() if len(v) != b - a), None)
         if short is not None:
-            raise InputError(
+            raise unreadable(
                 f"reading {where}: {short} entries read, {b - a} planned (was the file replaced or "
-                "cut during the job?)"
+                "cut during the job?)",
+                path,
+                a,
+                b,
             )
         return BatchData(cols, b - a, file=path, entry_start=a, entry_stop=b, where=where, weight=weight)
 
