@@ -35,7 +35,9 @@
    `evflow simulate`'s prediction of the same job. Full launches are 8 events.
 
 Host work sleeps (`--work sleep`), so 8 threads emulate 8 cores on a smaller
-machine; the emulated device's engines sleep too. The emulated bandwidth is
+machine; the emulated device's engines sleep too. `--host-work busy` makes
+benchmarks 1 and 5's host work keep its core busy instead: the host under
+load, whose threads the device's own threads then wait for. The emulated bandwidth is
 scaled down (0.25 GB/s) so that the bytes the host really packs and copies
 stay small for this machine while transfers keep their weight against
 kernels. Every ratio compares runs made in this one invocation, interleaved;
@@ -82,6 +84,7 @@ THREADS = 8
 IN_FLIGHT = 128
 STEP = 5  # % between static splits (`--step`)
 MAX_IN_FLIGHT: int | None = None  # `--max-in-flight`: --device-max-in-flight of this build's runs
+HOST_WORK = "sleep"  # `--host-work`: how benchmarks 1 and 5's host work spends its time
 BANDWIDTH_GBS = 0.25
 
 # host s/event, device kernel s/event (speed-up 1), bytes in, bytes out, device options,
@@ -126,7 +129,7 @@ def config(name: str, host: float, device: float | None, bytes_in: int, bytes_ou
         else ""
     )
     text = (
-        _head(name, 'work = "sleep"\n')
+        _head(name, f'work = "{HOST_WORK}"\n')
         + f"""time = {host}
 consumes = ["raw"]
 {device_line}
@@ -629,7 +632,7 @@ def print_overlap(rows: list[tuple]) -> None:
 
 
 def main() -> None:
-    global EVFLOW, BASELINE, STEP, MAX_IN_FLIGHT
+    global EVFLOW, BASELINE, STEP, MAX_IN_FLIGHT, HOST_WORK, THREADS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", help="benchmarks to run (default 1,2,3,4,5,6)")
     ap.add_argument("--quick", action="store_true")
@@ -649,13 +652,21 @@ def main() -> None:
     ap.add_argument(
         "--step", type=int, default=STEP, help="benchmark 1: %% between static splits (default 5)"
     )
+    ap.add_argument(
+        "--host-work",
+        choices=["sleep", "busy"],
+        default=HOST_WORK,
+        help="emulated benchmarks 1 and 5: host work sleeps (default) or keeps its core busy (host under load)",
+    )
     ap.add_argument("--no-build", action="store_true", help="use target/release/evflow as it is")
     ap.add_argument("--evflow", type=Path, help="the evflow binary (default target/release/evflow)")
     ap.add_argument(
         "--baseline", type=Path, help="benchmark 1: also run this evflow binary's adaptive split, interleaved"
     )
     ap.add_argument("--reps", type=int, help="repetitions, medians reported (default 3; --quick 1)")
-    ap.add_argument("--threads", type=int, help="CUDA: host threads (default: all cores)")
+    ap.add_argument(
+        "--threads", type=int, help="host threads (CUDA default: all cores; emulated benchmarks 1 and 5: 8)"
+    )
     ap.add_argument(
         "--streams",
         type=int,
@@ -678,6 +689,7 @@ def main() -> None:
         BASELINE = args.baseline.resolve()
     STEP = args.step
     MAX_IN_FLIGHT = args.max_in_flight
+    HOST_WORK = args.host_work
     if args.figure:
         try:
             import matplotlib  # noqa: F401
@@ -686,6 +698,8 @@ def main() -> None:
     cuda = args.device == "cuda"
     only = {int(x) for x in (args.only or "1,2,3,4,5,6").split(",")}
     reps = args.reps or (1 if args.quick else 3)
+    if args.threads and not cuda:
+        THREADS = args.threads
     args.threads = args.threads or os.cpu_count() or 1
     if not args.no_build:
         build(cuda)
