@@ -256,9 +256,11 @@ impl<T> Combiner<T> {
     }
 
     /// The waiting batch is not full, its launch would be at least half
-    /// fixed cost, and holding small launches is allowed.
+    /// fixed cost, and holding small launches is allowed (a fixed limit of
+    /// launches in flight replaces it).
     fn mostly_fixed_cost(&self) -> bool {
         self.policy.hold_small_launches
+            && self.policy.max_in_flight == 0
             && !self.waiting.is_empty()
             && self.waiting.len() < self.policy.max_events
             && self

@@ -287,4 +287,10 @@ fn the_time_out_of_a_batch_of_mostly_fixed_cost_is_its_fill_time_bounded() {
         ..policy
     };
     assert_eq!(fitted(off, 300e-6, PER_EVENT_S).timeout(), TIMEOUT_S);
+    // And one with a fixed limit of launches in flight, which replaces it.
+    let limited = CombinePolicy {
+        max_in_flight: 2,
+        ..policy
+    };
+    assert_eq!(fitted(limited, 300e-6, PER_EVENT_S).timeout(), TIMEOUT_S);
 }
