@@ -9,6 +9,7 @@
     python3 bench/device.py --device cuda --no-build --threads 16 --figure bathtub-h100.png
     python3 bench/device.py --only 1 --regime gpu-like --step 10   # the GPU's regime, emulated
     python3 bench/device.py --only 1 --baseline OTHER/evflow          # another build's adaptive beside
+    python3 bench/device.py --only 6 --baseline OTHER/evflow          # combining under jitter, both builds
 
 1. Bathtub: two synthetic device modules, a low-arithmetic-intensity one
    ("stencil": transfers dominate the device side) and a high one
@@ -27,9 +28,16 @@
    double buffering (`cargo run --release -p evflow-device --example prng`).
 5. Simulation: `evflow simulate` with the emulated device's model predicts
    benchmark 1's adaptive throughput. Target: within 10 %.
+6. Combining under jitter: a device-only module whose launches are mostly
+   their fixed cost (2 ms), 2 threads, 8 events in flight, behind a producer
+   taking no time ("steady") or 50 us +- 50 % ("jittered"); events per launch
+   and events/s of each run (this build and `--baseline`, interleaved), and
+   `evflow simulate`'s prediction of the same job. Full launches are 8 events.
 
 Host work sleeps (`--work sleep`), so 8 threads emulate 8 cores on a smaller
-machine; the emulated device's engines sleep too. The emulated bandwidth is
+machine; the emulated device's engines sleep too. `--host-work busy` makes
+benchmarks 1 and 5's host work keep its core busy instead: the host under
+load, whose threads the device's own threads then wait for. The emulated bandwidth is
 scaled down (0.25 GB/s) so that the bytes the host really packs and copies
 stay small for this machine while transfers keep their weight against
 kernels. Every ratio compares runs made in this one invocation, interleaved;
@@ -76,6 +84,7 @@ THREADS = 8
 IN_FLIGHT = 128
 STEP = 5  # % between static splits (`--step`)
 MAX_IN_FLIGHT: int | None = None  # `--max-in-flight`: --device-max-in-flight of this build's runs
+HOST_WORK = "sleep"  # `--host-work`: how benchmarks 1 and 5's host work spends its time
 BANDWIDTH_GBS = 0.25
 
 # host s/event, device kernel s/event (speed-up 1), bytes in, bytes out, device options,
@@ -120,7 +129,7 @@ def config(name: str, host: float, device: float | None, bytes_in: int, bytes_ou
         else ""
     )
     text = (
-        _head(name, 'work = "sleep"\n')
+        _head(name, f'work = "{HOST_WORK}"\n')
         + f"""time = {host}
 consumes = ["raw"]
 {device_line}
@@ -478,6 +487,83 @@ def figure(bath: dict, path: Path, title: str | None = None) -> None:
     fig.savefig(path, dpi=110)
 
 
+# Benchmark 6: the producer before the device module: (host s/event, time_jitter).
+STAGGER = {"steady": (0.0, 0.0), "jittered": (50e-6, 0.5)}
+
+
+def stagger_config(name: str, raw_s: float, jitter: float) -> Path:
+    """raw (raw_s +- jitter) -> <name> (device module of 10 us, 2 ms per launch) -> analyzer."""
+    raw = f"time = {raw_s}\ntime_jitter = {jitter}\n" if raw_s > 0 else ""
+    text = f"""[process]
+name = "{name}"
+work = "sleep"
+
+[[module]]
+label = "raw"
+type = "producer"
+{raw}
+[[module]]
+label = "{name}"
+type = "producer"
+time = 0.001
+consumes = ["raw"]
+device = {{ time = 0.00001, bytes_in = 4096, bytes_out = 4096 }}
+
+""" + _consumer(name)
+    path = OUT / f"stagger-{name}.toml"
+    path.write_text(text)
+    return path
+
+
+def stagger(events: int, reps: int) -> None:
+    """Benchmark 6: launches per run of this build (and the baseline), and the simulation."""
+    common = ["-n", str(events), "-j", "2", "-k", "8"]
+    dev = device_args("fixed:100", "--device-latency-us", "2000")
+    builds = [("this", EVFLOW)] + ([("baseline", BASELINE)] if BASELINE else [])
+    print("6 combining under jitter (device-only, 2 ms per launch, 2 threads, 8 in flight)")
+    for name, (raw_s, jitter) in STAGGER.items():
+        path = stagger_config(name, raw_s, jitter)
+        print(f"  {name}: evflow run {path.name} {' '.join(common + dev)}")
+        runs: dict[str, list[tuple[float, float]]] = {tag: [] for tag, _ in builds}
+        for rep in range(reps):
+            for tag, binary in builds:
+                r = run(path, f"stagger-{name}-{tag}-{rep}", *common, *dev, binary=binary)
+                runs[tag].append((r["throughput_ev_s"], r["devices"][0]["events_per_launch"]))
+        for tag, binary in builds:
+            rates = [x for x, _ in runs[tag]]
+            sizes = [n for _, n in runs[tag]]
+            print(
+                f"    {tag} ({binary.name}): {median(rates):.0f} ev/s ({min(rates):.0f}-{max(rates):.0f}), "
+                f"{median(sizes):.2f} events/launch ({min(sizes):.2f}-{max(sizes):.2f}); "
+                f"full in {sum(n > 7.99 for n in sizes)} of {len(sizes)}"
+            )
+        report = OUT / f"sim-stagger-{name}.json"
+        cmd = [
+            str(EVFLOW),
+            "simulate",
+            str(path),
+            "-n",
+            str(events),
+            "--cores",
+            "2",
+            "--events-in-flight",
+            "8",
+        ]
+        cmd += [*dev, "--quiet", "--report", str(report)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            print(f"    simulate failed: {done.stderr.strip()}")
+            continue
+        sim = json.loads(report.read_text())
+        rate, size = sim["report"]["throughput_ev_s"], sim["devices"][0]["events_per_launch"]
+        real = median([x for x, _ in runs["this"]])
+        real_size = median([n for _, n in runs["this"]])
+        print(
+            f"    simulated: {rate:.0f} ev/s, {size:.2f} events/launch; simulated/run "
+            f"{rate / real:.2f} (ev/s), {size / real_size:.2f} (events/launch)"
+        )
+
+
 def check_cuda() -> None:
     """Fails at once, saying why, when evflow cannot open a CUDA device."""
     path = kernel_config("probe", "nbody", 8)
@@ -546,9 +632,9 @@ def print_overlap(rows: list[tuple]) -> None:
 
 
 def main() -> None:
-    global EVFLOW, BASELINE, STEP, MAX_IN_FLIGHT
+    global EVFLOW, BASELINE, STEP, MAX_IN_FLIGHT, HOST_WORK, THREADS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", help="benchmarks to run (default 1,2,3,4,5)")
+    ap.add_argument("--only", help="benchmarks to run (default 1,2,3,4,5,6)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--figure", type=Path)
     ap.add_argument("--device", choices=["emulated", "cuda"], default="emulated")
@@ -566,13 +652,21 @@ def main() -> None:
     ap.add_argument(
         "--step", type=int, default=STEP, help="benchmark 1: %% between static splits (default 5)"
     )
+    ap.add_argument(
+        "--host-work",
+        choices=["sleep", "busy"],
+        default=HOST_WORK,
+        help="emulated benchmarks 1 and 5: host work sleeps (default) or keeps its core busy (host under load)",
+    )
     ap.add_argument("--no-build", action="store_true", help="use target/release/evflow as it is")
     ap.add_argument("--evflow", type=Path, help="the evflow binary (default target/release/evflow)")
     ap.add_argument(
         "--baseline", type=Path, help="benchmark 1: also run this evflow binary's adaptive split, interleaved"
     )
     ap.add_argument("--reps", type=int, help="repetitions, medians reported (default 3; --quick 1)")
-    ap.add_argument("--threads", type=int, help="CUDA: host threads (default: all cores)")
+    ap.add_argument(
+        "--threads", type=int, help="host threads (CUDA default: all cores; emulated benchmarks 1 and 5: 8)"
+    )
     ap.add_argument(
         "--streams",
         type=int,
@@ -595,14 +689,17 @@ def main() -> None:
         BASELINE = args.baseline.resolve()
     STEP = args.step
     MAX_IN_FLIGHT = args.max_in_flight
+    HOST_WORK = args.host_work
     if args.figure:
         try:
             import matplotlib  # noqa: F401
         except ImportError as missing:
             raise SystemExit("--figure needs matplotlib: pip install .") from missing
     cuda = args.device == "cuda"
-    only = {int(x) for x in (args.only or "1,2,3,4,5").split(",")}
+    only = {int(x) for x in (args.only or "1,2,3,4,5,6").split(",")}
     reps = args.reps or (1 if args.quick else 3)
+    if args.threads and not cuda:
+        THREADS = args.threads
     args.threads = args.threads or os.cpu_count() or 1
     if not args.no_build:
         build(cuda)
@@ -645,6 +742,8 @@ def main() -> None:
                     f"  {name}: simulated {sim:.0f} ev/s, emulated {real:.0f} ev/s ({100 * (sim / real - 1):+.1f}%)"
                 )
         print_simulation_measured(bath, "emulated")
+    if 6 in only:
+        stagger(1000 if args.quick else 4000, 3 if args.quick else args.reps or 6)
     print("reports in", OUT)
 
 

@@ -39,9 +39,10 @@ pub struct DeviceArgs {
     /// limit): then a timed-out batch waits for one to land, growing.
     #[arg(long, default_value_t = CombinePolicy::default().max_in_flight)]
     pub device_max_in_flight: usize,
-    /// Without a limit, a timed-out batch still waits while the device is
-    /// busy with the module's launches when the launches measured so far say
-    /// its own would be mostly fixed cost; this turns that off.
+    /// Without a limit, a batch whose launch the launches measured so far say
+    /// would be mostly fixed cost waits while the device is busy with the
+    /// module's launches or carries the events that would fill it, and its
+    /// time-out follows the recent fills of full batches; this turns that off.
     #[arg(long)]
     pub device_no_hold: bool,
     /// Emulated device: kernel launch latency, microseconds.

@@ -28,6 +28,16 @@ pub struct CombinePolicy {
     /// batch grows until its launch is worth its fixed cost. Launches whose
     /// time grows with their bytes are never held (holding only lengthens
     /// their events' round trips).
+    ///
+    /// Such a batch also waits while the module's launches on the device
+    /// carry the events that would fill it, and then one time-out from
+    /// their landing for those events to come back (re-alignment): once a
+    /// time-out has cut a launch short under timing jitter, the events of
+    /// each launch come back together, and without it every later launch
+    /// gathers only them — launches stay staggered for the rest of the job.
+    /// And its time-out follows the time the module's full batches took to
+    /// fill lately (up to [`FILL_TIMEOUTS`] time-outs), so that jitter in
+    /// their arrival does not cut them short in the first place.
     pub hold_small_launches: bool,
 }
 
@@ -98,12 +108,12 @@ impl CombinePolicy {
 /// // Two launches on the device: a timed-out batch waits for one to land.
 /// assert!(c.push(0.0030, 'e').is_none());
 /// assert!(c.poll(0.0045).is_none());
-/// assert_eq!(c.landed(0.0050), Some(vec!['e']));
+/// assert_eq!(c.landed(0.0050, 3), Some(vec!['e']));
 /// // Nothing else can run and nothing is on the device: no use waiting.
 /// assert!(c.push(0.0060, 'f').is_none());
 /// assert_eq!(c.idle(), None); // launches on the device may bring more
-/// assert!(c.landed(0.0061).is_none());
-/// assert!(c.landed(0.0062).is_none());
+/// assert!(c.landed(0.0061, 1).is_none());
+/// assert!(c.landed(0.0062, 1).is_none());
 /// assert_eq!(c.idle(), Some(vec!['f']));
 /// ```
 #[derive(Debug)]
@@ -113,6 +123,13 @@ pub struct Combiner<T> {
     oldest: Option<f64>,
     /// Launches handed out and not yet landed.
     in_flight: usize,
+    /// Their invocations.
+    on_device: usize,
+    /// The last landing whose events the waiting batch was waiting for:
+    /// they get a time-out from then to come back and join it.
+    realigned_at: Option<f64>,
+    /// The longest time a full batch took to fill lately (0: none yet).
+    fill_s: f64,
     /// Launches the device runs at once (its streams or engines).
     parallel: usize,
     /// The module's launches: time against size.
@@ -128,6 +145,15 @@ const WARM_LAUNCHES: u64 = 4;
 /// [`CombinePolicy::hold_small_launches`]).
 const HOLD_FIXED_SHARE: f64 = 0.5;
 
+/// A batch of mostly fixed cost waits this many times the longest recent
+/// fill of a full batch (jitter beyond it is rare) ...
+const FILL_MARGIN: f64 = 1.5;
+/// ... up to this many time-outs.
+pub const FILL_TIMEOUTS: f64 = 5.0;
+/// Weight of the longest fill after each newer launch: a stall's fill, or
+/// one of a share that no longer fills batches, fades within a few dozen.
+const FILL_FADE: f64 = 0.95;
+
 impl<T> Combiner<T> {
     pub fn new(policy: CombinePolicy) -> Self {
         Self {
@@ -138,6 +164,9 @@ impl<T> Combiner<T> {
             waiting: Vec::new(),
             oldest: None,
             in_flight: 0,
+            on_device: 0,
+            realigned_at: None,
+            fill_s: 0.0,
             parallel: 2,
             costs: LaunchCosts::default(),
             landings: 0,
@@ -173,14 +202,39 @@ impl<T> Combiner<T> {
         }
         self.waiting.push(item);
         if self.waiting.len() >= self.policy.max_events {
-            return self.flush();
+            let fill = self.gathering_since().map_or(0.0, |from| now - from);
+            let batch = self.flush();
+            if self.landings > WARM_LAUNCHES {
+                self.fill_s = self.fill_s.max(fill);
+            }
+            return batch;
         }
         None
     }
 
-    /// When the waiting invocations must be launched at the latest.
+    /// Since when the waiting batch gathers: its oldest invocation's
+    /// arrival, or the landing whose events it waited for.
+    fn gathering_since(&self) -> Option<f64> {
+        Some(self.oldest?.max(self.realigned_at.unwrap_or(f64::MIN)))
+    }
+
+    /// How long the waiting batch gathers before it is launched: the
+    /// policy's time-out, or for a batch of mostly fixed cost the time full
+    /// batches took to fill lately, with a margin.
+    pub fn timeout(&self) -> f64 {
+        let timeout = self.policy.timeout_s;
+        if self.fill_s > 0.0 && self.mostly_fixed_cost() {
+            (FILL_MARGIN * self.fill_s).clamp(timeout, FILL_TIMEOUTS * timeout)
+        } else {
+            timeout
+        }
+    }
+
+    /// When the waiting invocations must be launched at the latest (unless
+    /// held): a time-out after the oldest arrived, or after the landing
+    /// that brings back the events they wait for.
     pub fn deadline(&self) -> Option<f64> {
-        self.oldest.map(|t| t + self.policy.timeout_s)
+        Some(self.gathering_since()? + self.timeout())
     }
 
     /// Returns the batch when its deadline has passed at `now`, unless the
@@ -197,19 +251,41 @@ impl<T> Combiner<T> {
         if self.policy.max_in_flight > 0 {
             return self.in_flight >= self.policy.max_in_flight;
         }
+        self.mostly_fixed_cost()
+            && (self.in_flight >= self.parallel || self.awaits_launched_events())
+    }
+
+    /// The waiting batch is not full, its launch would be at least half
+    /// fixed cost, and holding small launches is allowed (a fixed limit of
+    /// launches in flight replaces it).
+    fn mostly_fixed_cost(&self) -> bool {
         self.policy.hold_small_launches
-            && self.in_flight >= self.parallel
+            && self.policy.max_in_flight == 0
             && !self.waiting.is_empty()
+            && self.waiting.len() < self.policy.max_events
             && self
                 .costs
                 .fixed_share(self.waiting.len() as f64)
                 .is_some_and(|share| share >= HOLD_FIXED_SHARE)
     }
 
-    /// One of the batches handed out landed (or failed) at `now`; returns
-    /// the waiting batch when its deadline has passed meanwhile.
-    pub fn landed(&mut self, now: f64) -> Option<Vec<T>> {
+    /// The module's launches on the device carry enough invocations to fill
+    /// the waiting batch once their events come back: launching it now
+    /// would keep the launches staggered (re-alignment).
+    fn awaits_launched_events(&self) -> bool {
+        self.waiting.len() + self.on_device >= self.policy.max_events
+    }
+
+    /// One of the batches handed out, of `events` invocations, landed (or
+    /// failed) at `now`; returns the waiting batch when its deadline has
+    /// passed meanwhile. A batch that waited for this launch's events gets
+    /// a time-out from now for them to come back.
+    pub fn landed(&mut self, now: f64, events: usize) -> Option<Vec<T>> {
+        if self.mostly_fixed_cost() && self.awaits_launched_events() {
+            self.realigned_at = Some(now);
+        }
         self.in_flight = self.in_flight.saturating_sub(1);
+        self.on_device = self.on_device.saturating_sub(events);
         self.poll(now)
     }
 
@@ -236,10 +312,13 @@ impl<T> Combiner<T> {
     /// else can arrive); counted as a launch in flight.
     pub fn flush(&mut self) -> Option<Vec<T>> {
         self.oldest = None;
+        self.realigned_at = None;
         if self.waiting.is_empty() {
             None
         } else {
+            self.fill_s *= FILL_FADE;
             self.in_flight += 1;
+            self.on_device += self.waiting.len();
             Some(std::mem::take(&mut self.waiting))
         }
     }
@@ -308,7 +387,7 @@ mod tests {
         c.push(0.2, 3);
         assert!(c.idle().is_none());
         assert_eq!(c.deadline(), Some(1.2));
-        assert!(c.landed(0.3).is_none());
+        assert!(c.landed(0.3, 2).is_none());
         assert_eq!(c.idle(), Some(vec![3]));
         assert_eq!(c.in_flight(), 1);
     }
@@ -384,14 +463,16 @@ mod tests {
         };
         let mut c = Combiner::new(policy);
         let mut out = Vec::new();
+        let mut sizes = std::collections::VecDeque::new();
         let mut now = 0.0;
         let (mut timed_out, mut held) = (0, 0);
         for i in 0..5000u32 {
             now += rng.gen_range(0.0..0.2);
             let r: f64 = rng.gen_range(0.0..1.0);
             if r < 0.4 && c.in_flight() > 0 {
-                if let Some(b) = c.landed(now) {
+                if let Some(b) = c.landed(now, sizes.pop_front().unwrap_or(0)) {
                     timed_out += 1;
+                    sizes.push_back(b.len());
                     out.extend(b);
                 }
                 // A landing leaves nothing overdue behind, unless full
@@ -401,9 +482,11 @@ mod tests {
                 && let Some(b) = c.poll(now)
             {
                 timed_out += 1;
+                sizes.push_back(b.len());
                 out.extend(b);
             }
             if let Some(b) = c.push(now, i) {
+                sizes.push_back(b.len());
                 out.extend(b);
             }
             // Count-triggered batches still go (they are full), so only a
@@ -434,7 +517,7 @@ mod tests {
             }
             assert!(c.flush().is_some());
             c.record_launch(n, fixed + per_event * n as f64);
-            c.landed(0.0);
+            c.landed(0.0, n);
         }
         c
     }
@@ -458,7 +541,11 @@ mod tests {
         assert!(c.held());
         assert!(c.poll(10.1).is_none());
         c.record_launch(1, 1.01e-3);
-        assert_eq!(c.landed(10.101), Some(vec![3, 4]), "a landing lets it go");
+        assert_eq!(
+            c.landed(10.101, 1),
+            Some(vec![3, 4]),
+            "a landing lets it go"
+        );
         // A batch large enough to be worth its fixed cost is not held.
         for i in 0..30 {
             assert!(c.push(10.2, i).is_none());
@@ -509,7 +596,7 @@ mod tests {
             if r < 0.3 && !on_device.is_empty() {
                 let n = on_device.remove(0);
                 c.record_launch(n, 1e-3 + 2e-5 * n as f64);
-                left = c.landed(now);
+                left = c.landed(now, n);
             } else if r < 0.6 {
                 holds += c.held() as u32;
                 left = c.poll(now);

@@ -186,7 +186,7 @@ impl Shared {
             state.combiner.record_launch(waiting.len(), seconds);
         }
         // A batch held back by this launch may go now.
-        let next = state.combiner.landed(self.now());
+        let next = state.combiner.landed(self.now(), waiting.len());
         if let Some(batch) = next {
             state.stats.timed_out_launches += 1;
             drop(state);
@@ -481,13 +481,15 @@ impl Producer for Offload {
         };
         let mut state = lock(&shared.state);
         state.pending.insert(index, Pending::Device(None));
-        let was_empty = state.combiner.is_empty();
+        let before = state.combiner.deadline();
         let batch = state.combiner.push(shared.now(), item);
+        let deadline = state.combiner.deadline();
         drop(state);
         match batch {
             Some(batch) => shared.launch(batch),
-            // A new deadline: the flusher must wake for it.
-            None if was_empty => shared.wake.notify_all(),
+            // A new deadline (the first invocation, or a time-out that
+            // follows the batch's size): the flusher must wake for it.
+            None if deadline != before => shared.wake.notify_all(),
             None => {}
         }
         Ok(())

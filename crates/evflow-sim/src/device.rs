@@ -148,14 +148,17 @@ impl SimDevice {
         if side == Side::Host {
             return true;
         }
-        let was_empty = m.combiner.is_empty();
+        let before = m.combiner.deadline();
         match m.combiner.push(now, (slot, instance)) {
             Some(batch) => self.launch(now, module, batch),
-            None if was_empty => {
+            // A new deadline (the first invocation, or a time-out that
+            // follows the batch's size): an event for it.
+            None => {
                 let deadline = m.combiner.deadline().unwrap_or(now);
-                self.schedule(deadline, Pending::Deadline(module));
+                if before != Some(deadline) {
+                    self.schedule(deadline, Pending::Deadline(module));
+                }
             }
-            None => {}
         }
         false
     }
@@ -213,10 +216,18 @@ impl SimDevice {
                 m.combiner.record_launch(items.len(), bottleneck);
                 m.split.record_device(items.len(), bottleneck);
                 m.split.update(now, self.busy_all);
-                // A batch held back by this launch may go now.
-                if let Some(batch) = m.combiner.landed(now) {
-                    m.stats.timed_out_launches += 1;
-                    self.launch(now, module, batch);
+                // A batch held back by this launch may go now, or wait a
+                // time-out from now for this launch's events to come back.
+                match m.combiner.landed(now, items.len()) {
+                    Some(batch) => {
+                        m.stats.timed_out_launches += 1;
+                        self.launch(now, module, batch);
+                    }
+                    None => {
+                        if let Some(deadline) = m.combiner.deadline().filter(|&d| d > now) {
+                            self.schedule(deadline, Pending::Deadline(module));
+                        }
+                    }
                 }
                 items.into_iter().map(|(s, i)| (module, s, i)).collect()
             }

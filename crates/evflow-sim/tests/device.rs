@@ -412,3 +412,65 @@ fn the_planner_times_a_device_module_on_both_sides_as_a_run() {
     };
     assert!(hosted(&sim.report) < 1000, "{}", hosted(&sim.report));
 }
+
+/// A device-only module behind a producer whose host time jitters (50 µs
+/// ± 50 %), on 2 cores with 8 events in flight and a 2 ms launch: the
+/// simulated run's device figures.
+fn jittered_device_only(hold_small_launches: bool) -> DeviceModuleReport {
+    let config = EmulatedConfig {
+        launch_latency_s: 2e-3,
+        ..EmulatedConfig::default()
+    };
+    let options = DeviceOptions {
+        split: SplitMode::Fixed(1.0),
+        events_in_flight: 8,
+        host_threads: 2,
+        combine: CombinePolicy {
+            hold_small_launches,
+            ..CombinePolicy::default()
+        },
+        ..DeviceOptions::default()
+    };
+    let ctx = DeviceContext::open(&DeviceChoice::Emulated(config), options)
+        .unwrap()
+        .0;
+    let mut p = Process::new("sim-jitter");
+    p.set_source(EmptySource::new(4000));
+    let raw = Timing::constant(50e-6, Work::Sleep).with_jitter(0.5, 7);
+    p.add(synthetic::producer("raw", raw, &[], &[""]));
+    p.add(synthetic_device("tracks", small(1e-5), &["raw"], &[""], &ctx).unwrap());
+    p.add(synthetic::analyzer("use", Timing::zero(), &["tracks"]));
+    p.end_path("e", ["use"]);
+    let options = SimOptions {
+        cores: 2,
+        events_in_flight: 8,
+        devices: Some(ctx),
+        ..SimOptions::default()
+    };
+    let sim = simulate(p, &options).unwrap();
+    assert_eq!(sim.report.events, 4000);
+    let [d] = sim.devices.as_slice() else {
+        panic!("{:?}", sim.devices)
+    };
+    d.clone()
+}
+
+#[test]
+fn launches_staggered_by_jitter_realign() {
+    // The 8 events of a launch usually come back within the 200 µs
+    // time-out, but the jitter sometimes cuts a launch short; its last
+    // events then make a launch of their own, and each launch gathers
+    // only the events of the one before: the launches stay staggered.
+    let staggered = jittered_device_only(false);
+    assert!(staggered.events_per_launch < 4.0, "{staggered:?}");
+    // Waiting for the events on the device, then a time-out for them to
+    // come back, brings full launches back.
+    let realigned = jittered_device_only(true);
+    assert!(realigned.events_per_launch > 7.0, "{realigned:?}");
+    assert!(
+        realigned.launches * 2 < staggered.launches,
+        "{} launches realigned, {} staggered",
+        realigned.launches,
+        staggered.launches
+    );
+}

@@ -1,0 +1,296 @@
+//! Combining under timing jitter, on a scripted closed loop: a job's event
+//! slots, host threads that bring each event to the device module, and a
+//! device that runs one launch at a time, all on a simulated clock driving
+//! the same `Combiner` as the executors and the simulator.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use evflow_device::{CombinePolicy, Combiner, FILL_TIMEOUTS};
+use rand::{Rng, SeedableRng};
+
+const SLOTS: usize = 8;
+const THREADS: usize = 2;
+const TIMEOUT_S: f64 = 200e-6;
+/// A launch: 2 ms of fixed cost, 1 µs per event.
+const FIXED_S: f64 = 2e-3;
+const PER_EVENT_S: f64 = 1e-6;
+
+/// What happened: each launch's size, start and end, the launches an idle
+/// engine started, and when the last event reached the device module.
+#[derive(Debug, Default)]
+struct Job {
+    sizes: Vec<usize>,
+    starts: Vec<f64>,
+    ends: Vec<f64>,
+    idle_launches: usize,
+    last_arrival: f64,
+}
+
+/// A time, ordered (never NaN here).
+#[derive(Clone, Copy)]
+struct T(f64);
+impl PartialEq for T {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.total_cmp(&other.0).is_eq()
+    }
+}
+impl Eq for T {}
+impl PartialOrd for T {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for T {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+/// Runs `events` events through `SLOTS` slots: an event's host work (read,
+/// the producers before the device module, the consumer of the last
+/// launch's result) takes `host_s(event)` on one of `THREADS` threads, then
+/// it waits in the combiner; a landing frees its events' slots. The engine
+/// is idle when no host work is left (every event in flight waits on the
+/// device). Checks on the way that no event is held hostage: a batch leaves
+/// by the longest time-out ([`FILL_TIMEOUTS`]) after its oldest event
+/// arrived or after the landing of the last launch on the device then.
+fn run(hold: bool, events: u64, host_s: impl Fn(u64) -> f64) -> Job {
+    let mut c: Combiner<u64> = Combiner::new(CombinePolicy {
+        max_events: SLOTS,
+        timeout_s: TIMEOUT_S,
+        max_in_flight: 0,
+        hold_small_launches: hold,
+    })
+    .with_parallel_launches(3);
+    // (time, 0: arrival of event / 1: landing of a launch's events)
+    let mut heap: BinaryHeap<Reverse<(T, u8, Vec<u64>)>> = BinaryHeap::new();
+    let mut threads = [0.0f64; THREADS];
+    let mut next_event = 0u64;
+    let (mut device_free, mut bound) = (0.0f64, f64::INFINITY);
+    let mut job = Job::default();
+    let mut seen = vec![false; events as usize];
+    let mut read = |now: f64, heap: &mut BinaryHeap<_>, next_event: &mut u64| {
+        if *next_event < events {
+            let t = threads.iter_mut().min_by(|a, b| a.total_cmp(b)).unwrap();
+            *t = t.max(now) + host_s(*next_event);
+            heap.push(Reverse((T(*t), 0, vec![*next_event])));
+            *next_event += 1;
+        }
+    };
+    for _ in 0..SLOTS {
+        read(0.0, &mut heap, &mut next_event);
+    }
+    let launch = |now: f64,
+                  batch: Vec<u64>,
+                  heap: &mut BinaryHeap<_>,
+                  job: &mut Job,
+                  device_free: &mut f64,
+                  bound: f64| {
+        assert!(now <= bound + 1e-12, "held hostage: {now} > {bound}");
+        let end = now.max(*device_free) + FIXED_S + PER_EVENT_S * batch.len() as f64;
+        *device_free = end;
+        job.sizes.push(batch.len());
+        job.starts.push(now);
+        job.ends.push(end);
+        heap.push(Reverse((T(end), 1, batch)));
+    };
+    let mut now = 0.0;
+    loop {
+        let deadline = c.deadline().filter(|_| !c.held());
+        let next = heap.peek().map(|Reverse((T(t), _, _))| *t);
+        match (next, deadline) {
+            (_, Some(d)) if next.is_none_or(|t| d < t) => {
+                now = d;
+                let batch = c.poll(now).expect("a batch past its deadline");
+                launch(now, batch, &mut heap, &mut job, &mut device_free, bound);
+            }
+            (Some(_), _) => {
+                let Reverse((T(t), kind, items)) = heap.pop().unwrap();
+                now = t;
+                if kind == 0 {
+                    job.last_arrival = now;
+                    if c.is_empty() {
+                        bound = now.max(device_free) + FILL_TIMEOUTS * TIMEOUT_S;
+                    }
+                    if let Some(b) = c.push(now, items[0]) {
+                        launch(now, b, &mut heap, &mut job, &mut device_free, bound);
+                    }
+                } else {
+                    c.record_launch(items.len(), FIXED_S + PER_EVENT_S * items.len() as f64);
+                    for &e in &items {
+                        assert!(!seen[e as usize], "event {e} launched twice");
+                        seen[e as usize] = true;
+                        read(now, &mut heap, &mut next_event);
+                    }
+                    if let Some(b) = c.landed(now, items.len()) {
+                        launch(now, b, &mut heap, &mut job, &mut device_free, bound);
+                    }
+                }
+            }
+            (None, _) => {}
+        }
+        // No host work left: the engine tells the module it is idle.
+        if !heap.iter().any(|Reverse((_, kind, _))| *kind == 0)
+            && let Some(b) = c.idle()
+        {
+            job.idle_launches += 1;
+            launch(now, b, &mut heap, &mut job, &mut device_free, bound);
+        }
+        if heap.is_empty() && c.is_empty() {
+            break;
+        }
+    }
+    assert!(seen.iter().all(|&s| s), "every event launched once");
+    job
+}
+
+/// 20 µs of host work per event, except one stall of 500 µs for two events
+/// of the launch after the 50th: it cuts that launch short.
+fn one_stall(event: u64) -> f64 {
+    if (406..408).contains(&event) {
+        500e-6
+    } else {
+        20e-6
+    }
+}
+
+#[test]
+fn a_stagger_left_by_one_stall_is_undone() {
+    // Without holding, the launch cut short leaves its last events to a
+    // launch of their own, and every later launch gathers only the events
+    // of the launch before: staggered to the end of the job.
+    let staggered = run(false, 4000, one_stall);
+    let after = &staggered.sizes[60..staggered.sizes.len() - 1];
+    assert!(after.iter().all(|&n| n < SLOTS), "{:?}", staggered.sizes);
+    // Waiting for the events on the device, then a time-out for them to
+    // come back, realigns the launches within a few.
+    let realigned = run(true, 4000, one_stall);
+    assert!(realigned.sizes[..50].iter().all(|&n| n == SLOTS));
+    let stalled = realigned.sizes.iter().position(|&n| n < SLOTS).unwrap();
+    let since = &realigned.sizes[stalled..];
+    let back = since.iter().position(|&n| n == SLOTS).unwrap();
+    assert!(back < 20, "{since:?}");
+    let full = &since[back..since.len() - 1]; // the last takes what is left
+    assert!(full.iter().all(|&n| n == SLOTS), "{since:?}");
+    // Full launches finish the job sooner.
+    let (fast, slow) = (
+        realigned.ends.last().unwrap(),
+        staggered.ends.last().unwrap(),
+    );
+    assert!(fast < &(0.8 * slow), "{fast} s vs {slow} s");
+}
+
+#[test]
+fn the_end_of_a_job_is_not_delayed() {
+    // 4004 events: the last 4 cannot fill a launch. Once the last event
+    // has arrived and the launch before has landed, what waits leaves at
+    // once (the engine is idle), not after a time-out from that landing.
+    for hold in [false, true] {
+        let job = run(hold, 4004, one_stall);
+        let n = job.starts.len();
+        let last = job.starts[n - 1];
+        let ready = job.last_arrival.max(job.ends[n - 2]);
+        assert!(
+            last <= ready + 1e-12,
+            "hold {hold}: last launch at {last}, ready {ready}"
+        );
+        // Held for the launch before it, the last batch is started by the
+        // idle engine at that launch's landing.
+        assert!(!hold || job.idle_launches == 1, "{:?}", job.sizes);
+    }
+}
+
+#[test]
+fn jittered_host_times_hold_no_event_hostage() {
+    // Seeded host times of 5-60 µs with stalls of up to 1 ms: every event
+    // launched once, no batch past its bound (checked in `run`), and
+    // launches at least as large as without holding.
+    for seed in 0..20 {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let times: Vec<f64> = (0..2000)
+            .map(|_| {
+                if rng.gen_bool(0.01) {
+                    rng.gen_range(200e-6..1e-3)
+                } else {
+                    rng.gen_range(5e-6..60e-6)
+                }
+            })
+            .collect();
+        let plain = run(false, 2000, |e| times[e as usize]);
+        let held = run(true, 2000, |e| times[e as usize]);
+        assert!(
+            held.sizes.len() <= plain.sizes.len(),
+            "seed {seed}: {} launches held, {} not",
+            held.sizes.len(),
+            plain.sizes.len()
+        );
+    }
+}
+
+#[test]
+fn the_time_out_follows_the_fill_of_full_batches() {
+    // Host times of 45-75 µs: 8 events on 2 threads take about 240 µs to
+    // come back, more than the 200 µs time-out. Without holding every
+    // launch is cut short; re-aligning alone brings back full launches
+    // after each cut (441 of 595 launches were short); with a time-out
+    // that follows the fills of full batches few are cut at all.
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+    let times: Vec<f64> = (0..4000).map(|_| rng.gen_range(45e-6..75e-6)).collect();
+    let short = |j: &Job| j.sizes.iter().filter(|&&n| n < SLOTS).count();
+    let plain = run(false, 4000, |e| times[e as usize]);
+    assert_eq!(short(&plain), plain.sizes.len());
+    let held = run(true, 4000, |e| times[e as usize]);
+    assert!(
+        short(&held) < 150,
+        "{} of {}",
+        short(&held),
+        held.sizes.len()
+    );
+}
+
+#[test]
+fn the_time_out_of_a_batch_of_mostly_fixed_cost_is_its_fill_time_bounded() {
+    let policy = CombinePolicy {
+        max_events: 8,
+        timeout_s: TIMEOUT_S,
+        max_in_flight: 0,
+        hold_small_launches: true,
+    };
+    // Launches of 1-4 events, 2 ms + 1 µs each, then full batches that
+    // took `fill` to gather.
+    let fitted = |policy: CombinePolicy, fill: f64, per_event: f64| {
+        let mut c = Combiner::new(policy);
+        for k in 0..16 {
+            let n = 1 + k % 4;
+            (0..n).for_each(|i| drop(c.push(0.0, i)));
+            let b = c.flush().unwrap();
+            c.record_launch(n, FIXED_S + per_event * n as f64);
+            c.landed(0.0, b.len());
+        }
+        (0..8).for_each(|i| drop(c.push(1.0 + fill * i as f64 / 7.0, i)));
+        c.push(2.0, 0);
+        c
+    };
+    let c = fitted(policy, 300e-6, PER_EVENT_S);
+    assert!((c.timeout() - 450e-6).abs() < 1e-9, "{}", c.timeout());
+    assert!((c.deadline().unwrap() - (2.0 + 450e-6)).abs() < 1e-9);
+    // Bounded by a few time-outs whatever the fill.
+    let slow = fitted(policy, 0.1, PER_EVENT_S);
+    assert!((slow.timeout() - FILL_TIMEOUTS * TIMEOUT_S).abs() < 1e-12);
+    // Launches whose time is mostly their size keep the policy's time-out.
+    let bytes = fitted(policy, 300e-6, 10e-3);
+    assert_eq!(bytes.timeout(), TIMEOUT_S);
+    // So does a module whose holds are off.
+    let off = CombinePolicy {
+        hold_small_launches: false,
+        ..policy
+    };
+    assert_eq!(fitted(off, 300e-6, PER_EVENT_S).timeout(), TIMEOUT_S);
+    // And one with a fixed limit of launches in flight, which replaces it.
+    let limited = CombinePolicy {
+        max_in_flight: 2,
+        ..policy
+    };
+    assert_eq!(fitted(limited, 300e-6, PER_EVENT_S).timeout(), TIMEOUT_S);
+}
