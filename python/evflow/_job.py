@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from . import _device_runner as dr
 from . import _runtime as rt
 from ._bad_files import bad_files_left_out, with_skipped
-from ._fill import add_into, describe, fill_values, flatten
+from ._fill import add_into, check_weights, describe, fill_values, flatten
 from ._first_probe import FirstProbe, Steps
 from ._modules import Analyzer, Filter, Producer
 from ._ordered import Commit
@@ -285,7 +285,10 @@ class _Plan:
                 w = ev[weight_col] if weight_col else None
                 try:
                     flat, fw = flatten(values, w)
+                    check_weights(values, w, fw, name, str(weight_col), data.entry_start, sel)
                     part.fill(*flat, weight=fw) if fw is not None else part.fill(*flat)
+                except rt.ModuleOutputError:
+                    raise
                 except Exception as e:
                     what = ", ".join(describe(v) for v in values)
                     weighted = f" and weights {describe(w)}" if w is not None else ""
