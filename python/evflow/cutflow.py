@@ -278,8 +278,8 @@ class CutFlow:
 
 #: The table's note under a path with a cumulative fraction that is not exact.
 _NOT_EXACT = (
-    "~ not exact: some batches ran these filters in another order and counted no events "
-    "passing exactly these; at most this"
+    "~ not exact: some batches ran the filters in another order and did not count "
+    "the events passing exactly these rows"
 )
 
 

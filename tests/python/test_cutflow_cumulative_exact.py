@@ -198,3 +198,34 @@ def test_cumulative_of_a_real_job_matches_numpy(hzz_file: Path, filter_order: st
         previous = step.cumulative
     if filter_order == "fixed":
         assert all(s.cumulative_exact for s in path.steps)
+
+
+def test_a_cut_flow_saved_before_the_flag_loads_flagged_where_orders_may_differ() -> None:
+    """A saved cut-flow without ``cumulative_exact``: rows of paths whose
+    batches all ran one order (not reorderable, ``fixed``) are exact, those
+    of ``adaptive`` and ``hepframe`` paths are not said to be."""
+
+    def saved(policy: str, reorderable: bool) -> dict[str, Any]:
+        step = {"filter": "a", "seen": 10, "passed": 5, "weighted_seen": 10.0, "weighted_passed": 5.0}
+        return {
+            "events": 10,
+            "passed": 5,
+            "weighted_events": 10.0,
+            "weighted_passed": 5.0,
+            "reorderable": reorderable,
+            "order": ["a"],
+            "policy": policy,
+            "filters": [{**step, "cumulative": 0.5}],
+        }
+
+    flow = CutFlow.from_dict(
+        {
+            "written": saved("written", False),
+            "fixed": saved("fixed", True),
+            "adaptive": saved("adaptive", True),
+            "hepframe": saved("hepframe", True),
+        }
+    )
+    exact = {p.path: p["a"].cumulative_exact for p in flow}
+    assert exact == {"written": True, "fixed": True, "adaptive": False, "hepframe": False}
+    assert "~50.00%" in flow.table()
