@@ -42,7 +42,7 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
-    from ._runtime import Events
+    from ._runtime import BatchData, Events
     from .cutflow import CutFlow
     from .result import Result
 
@@ -51,6 +51,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Aborted",
     "Analyzer",
+    "BatchData",
     "ConfigurationError",
     "CutFlow",
     "DeviceError",
@@ -87,6 +88,10 @@ def __getattr__(name: str) -> Any:
         from ._runtime import Events
 
         return Events
+    if name == "BatchData":  # what the reader of a custom source returns
+        from ._runtime import BatchData
+
+        return BatchData
     if name == "CutFlow":
         from .cutflow import CutFlow
 

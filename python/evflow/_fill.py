@@ -9,6 +9,8 @@ from typing import Any
 import awkward as ak
 import numpy as np
 
+from .errors import ModuleOutputError
+
 
 def _optional(t: Any) -> bool:
     """Whether the awkward type ``t`` may hold missing values (None) at
@@ -64,6 +66,32 @@ def flatten(values: list[Any], weight: Any) -> tuple[list[Any], Any]:
         None
         if weight is None
         else np.asarray(ak.to_numpy(weight) if isinstance(weight, ak.Array) else weight)
+    )
+
+
+def check_weights(
+    values: list[Any], weight: Any, flat_weights: Any, histogram: str, column: str, first_entry: int, sel: Any
+) -> None:
+    """Refuses weights that are not finite numbers among those a fill
+    uses (``flat_weights``, as :func:`flatten` gave them for ``values``
+    and ``weight``), naming the input entry of the first (the batch's
+    events start at ``first_entry``; ``sel``: those filled, ``None``:
+    all). One NaN (or infinite) weight makes its bin's sum
+    and variance NaN in the merged histogram, silently (boost-histogram
+    fills it as any number), and no bin tells which events it came from."""
+    if flat_weights is None or flat_weights.dtype.kind not in "fc":
+        return
+    bad = ~np.isfinite(flat_weights)
+    if not bad.any():
+        return
+    # The event of each filled entry, broadcast as the values are.
+    event = int(flatten([*values, np.arange(len(weight))], weight)[0][-1][np.argmax(bad)])
+    first = first_entry + (event if sel is None else int(sel[event]))
+    raise ModuleOutputError(
+        f"histogram '{histogram}': its weight '{column}' is not a finite number for "
+        f"{int(bad.sum())} of the {len(flat_weights)} values it fills (first: {flat_weights[bad][0]}, "
+        f"input entry {first}); a NaN or infinite weight makes its bin's sum NaN or infinite: "
+        "select the events, or replace the weights (np.nan_to_num), first"
     )
 
 

@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 from . import _device_runner as dr
 from . import _runtime as rt
 from ._bad_files import bad_files_left_out, with_skipped
-from ._fill import add_into, describe, fill_values, flatten
+from ._fill import add_into, check_weights, describe, fill_values, flatten
 from ._first_probe import FirstProbe, Steps
 from ._modules import Analyzer, Filter, Producer
 from ._ordered import Commit
+from ._producer_events import mark_producer_events
 from ._progress import _Progress
 from ._report_labels import user_labels, user_name
 from ._shared_work import share_products
@@ -164,31 +165,7 @@ class _Plan:
             if label in used:
                 raise ConfigurationError(f"module label '{label}' clashes with an output")
             self._add_output(label, out, select)
-        self._mark_needs_all()
-
-    def _mark_needs_all(self) -> None:
-        """A producer computes on every event of a batch only if an
-        analyzer, histogram or output reading every event (no ``after`` /
-        ``select``) consumes its products, directly or through producers;
-        otherwise on the events some path still holds."""
-        by_label = {m["label"]: m for m in self.modules}
-        needs = {
-            m["label"] for m in self.modules if m["kind"] in ("analyzer", "output") and m["after"] is None
-        }
-        changed = True
-        while changed:
-            changed = False
-            for m in self.modules:
-                if m["label"] not in needs:
-                    continue
-                for tag in m["consumes"]:
-                    producer = tag.split(":", 1)[0]
-                    if producer not in needs:
-                        needs.add(producer)
-                        changed = True
-        for label, m in by_label.items():
-            if m["kind"] == "producer":
-                m["needs_all"] = label in needs
+        mark_producer_events(self.modules)
 
     def _split_runner(self, kind: str, label: str) -> SplitRunner:
         from . import _evflow
@@ -308,7 +285,10 @@ class _Plan:
                 w = ev[weight_col] if weight_col else None
                 try:
                     flat, fw = flatten(values, w)
+                    check_weights(values, w, fw, name, str(weight_col), data.entry_start, sel)
                     part.fill(*flat, weight=fw) if fw is not None else part.fill(*flat)
+                except rt.ModuleOutputError:
+                    raise
                 except Exception as e:
                     what = ", ".join(describe(v) for v in values)
                     weighted = f" and weights {describe(w)}" if w is not None else ""

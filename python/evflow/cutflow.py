@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
+from ._cumulative import cumulative, known_sets
+
 
 @dataclass(frozen=True)
 class CutFlowStep:
@@ -27,9 +29,13 @@ class CutFlowStep:
     passed: int
     weighted_seen: float
     weighted_passed: float
-    #: passed / events entering the path: the events passing this filter and
-    #: all before it in ``order`` when every batch ran that order
+    #: the events passing this filter and every filter before it in the
+    #: order shown (:meth:`PathCutFlow.shown`) over the events entering the
+    #: path; when not ``cumulative_exact`` (batches ran these filters in
+    #: another order), an upper bound from the batches' counts
     cumulative: float
+    #: whether ``cumulative`` is the exact fraction
+    cumulative_exact: bool = True
 
     @property
     def efficiency(self) -> float:
@@ -156,6 +162,7 @@ class CutFlow:
                         "passed": s.passed,
                         "efficiency": s.efficiency,
                         "cumulative": s.cumulative,
+                        "cumulative_exact": s.cumulative_exact,
                         "weighted_seen": s.weighted_seen,
                         "weighted_passed": s.weighted_passed,
                     }
@@ -183,6 +190,14 @@ class CutFlow:
                         weighted_seen=float(f["weighted_seen"]),
                         weighted_passed=float(f["weighted_passed"]),
                         cumulative=float(f["cumulative"]),
+                        # Saved before the flag was: exact where every batch
+                        # ran one order.
+                        cumulative_exact=bool(
+                            f.get(
+                                "cumulative_exact",
+                                not p.get("reorderable", False) or p.get("policy") == "fixed",
+                            )
+                        ),
                     )
                     for f in p["filters"]
                 ],
@@ -221,7 +236,7 @@ class CutFlow:
             for s in p.shown():
                 row = (
                     f"{s.filter:<{width}}  {s.seen:>12}  {s.passed:>12}  {_percent(s.efficiency, s.seen):>8}  "
-                    f"{_percent(s.cumulative, p.events):>8}"
+                    f"{_cumulative_shown(s, p.events):>8}"
                 )
                 if self.weighted:
                     row += (
@@ -232,6 +247,8 @@ class CutFlow:
             lines.append(
                 f"{'accepted':<{width}}  {'':>12}  {p.passed:>12}  {'':>8}  {_percent(p.efficiency, p.events):>8}"
             )
+            if not all(s.cumulative_exact for s in p.steps):
+                lines.append(_NOT_EXACT)
             lines.append("")
         return "\n".join(lines).rstrip() + "\n"
 
@@ -252,9 +269,24 @@ class CutFlow:
             for s in p.shown():
                 rows.append(
                     f"<tr><td>{s.filter}</td><td>{s.seen}</td><td>{s.passed}</td>"
-                    f"<td>{_percent(s.efficiency, s.seen)}</td><td>{_percent(s.cumulative, p.events)}</td></tr>"
+                    f"<td>{_percent(s.efficiency, s.seen)}</td><td>{_cumulative_shown(s, p.events)}</td></tr>"
                 )
+            if not all(s.cumulative_exact for s in p.steps):
+                rows.append(f"<tr><td colspan=5>{_NOT_EXACT}</td></tr>")
         return "<table>" + "".join(rows) + "</table>"
+
+
+#: The table's note under a path with a cumulative fraction that is not exact.
+_NOT_EXACT = (
+    "~ not exact: some batches ran the filters in another order and did not count "
+    "the events passing exactly these rows"
+)
+
+
+def _cumulative_shown(step: CutFlowStep, events: int) -> str:
+    """The cumulative fraction as shown, ``~`` before one that is not exact."""
+    shown = _percent(step.cumulative, events)
+    return shown if step.cumulative_exact or not events else f"~{shown}"
 
 
 def _percent(efficiency: float, seen: float) -> str:
@@ -287,7 +319,7 @@ def build(
         passed = [0] * len(filters)
         w_seen = [0.0] * len(filters)
         w_passed = [0.0] * len(filters)
-        executed: dict[int, list[tuple[int, int]]] = {}
+        executed: dict[int, list[tuple[int, int, int]]] = {}
         for batch, path, step, position, s, ps, ws, wp in records:
             if path != p or batch in bad:
                 continue
@@ -295,11 +327,19 @@ def build(
             passed[step] += ps
             w_seen[step] += ws
             w_passed[step] += wp
-            executed.setdefault(batch, []).append((position, step))
+            executed.setdefault(batch, []).append((position, step, ps))
         n_pass = sum(f[1][p][0] for f in finals)
         w_pass = sum(f[1][p][1] for f in finals)
-        runs = {batch: [step for _, step in sorted(steps)] for batch, steps in executed.items()}
+        runs = {batch: [step for _, step, _ in sorted(steps)] for batch, steps in executed.items()}
         best = representative_order(list(runs.values()), len(filters))
+        accepted = {f[0]: f[1][p][0] for f in finals}
+        known = [known_sets(executed.get(b[0], ()), b[1], accepted.get(b[0])) for b in good]
+        # The rows of the table (PathCutFlow.shown): the order that ran, or as written.
+        rows = best if reorderable else list(range(len(filters)))
+        fractions = {
+            i: (n / events if events else 1.0, exact or not events)
+            for i, (n, exact) in zip(rows, cumulative(known, rows), strict=True)
+        }
         reach = max((len(r) for r in runs.values()), default=0)
         # The batches that ran the representative order (as far as they went).
         ran_by = [b for b, r in runs.items() if r == best[: len(r)]]
@@ -310,7 +350,8 @@ def build(
                 passed=passed[i],
                 weighted_seen=w_seen[i],
                 weighted_passed=w_passed[i],
-                cumulative=passed[i] / events if events else 1.0,
+                cumulative=fractions[i][0],
+                cumulative_exact=fractions[i][1],
             )
             for i, f in enumerate(filters)
         ]

@@ -449,10 +449,26 @@ impl Batch {
     /// when an analyzer reading every event consumes the product
     /// (`needs_all`).
     pub fn live(&self, py: Python<'_>, needs_all: bool) -> PyResult<Option<Py<PyAny>>> {
+        self.live_for(py, needs_all, None)
+    }
+
+    /// As [`Batch::live`], with the subsample only where the batch is
+    /// sampled on one of `probe_paths` (`None`: any path), the paths whose
+    /// filters the producer feeds: one that feeds only histograms, skims or
+    /// analyzers computes on the paths' events, as without sampling.
+    pub fn live_for(
+        &self,
+        py: Python<'_>,
+        needs_all: bool,
+        probe_paths: Option<&[usize]>,
+    ) -> PyResult<Option<Py<PyAny>>> {
         if needs_all || self.shared.n_paths == 0 {
             return Ok(None);
         }
         let live = self.union(py, None)?;
+        if !self.probed_on(probe_paths) {
+            return Ok(live);
+        }
         match (live, self.probe_events(py, None)?) {
             (Some(live), Some(probe)) => {
                 let list = PyList::new(py, [live, probe])?;
@@ -479,6 +495,19 @@ impl Batch {
         }
         let events = make.bind(py).call1((self.len,))?.unbind();
         Ok(Some(probe.events.get_or_init(|| events).clone_ref(py)))
+    }
+
+    /// Whether the batch is sampled on one of `paths` (`None`: any path).
+    pub fn probed_on(&self, paths: Option<&[usize]>) -> bool {
+        let Some(probe) = &self.probe else {
+            return false;
+        };
+        match paths {
+            None => probe.sampled.iter().any(|&s| s),
+            Some(list) => list
+                .iter()
+                .any(|&p| probe.sampled.get(p).copied().unwrap_or(false)),
+        }
     }
 
     /// Positions in the subsample of path `path` at which every step of

@@ -42,6 +42,8 @@ struct ModuleSpec {
     step: usize,
     after: Option<Vec<usize>>,
     needs_all: bool,
+    /// For a producer: the paths whose filters it feeds (`None`: any).
+    probe_paths: Option<Vec<usize>>,
     /// For a producer: the offloader that runs it locally or remotely
     /// (`evflow.remote`), making it an external-work module.
     remote: Option<Py<PyAny>>,
@@ -130,11 +132,13 @@ impl Job {
     /// Adds one engine module. `consumes` are engine product tags
     /// (`label:instance`) besides the batch itself. A producer with
     /// `needs_all` computes on every event of a batch (some consumer reads
-    /// all events), otherwise on the events some path still holds.
+    /// all events), otherwise on the events some path still holds, and on
+    /// the subsample of a batch sampled on one of `probe_paths` (the paths
+    /// whose filters it feeds; `None`, and a remote producer: any path).
     /// A producer with a `remote` offloader (`acquire(data, selection,
     /// inputs, done) -> token`, `produce(token) -> values`) runs as
     /// external work: no engine thread waits while its request is out.
-    #[pyo3(signature = (kind, label, runner, consumes, produces, concurrency="shared", resources=Vec::new(), path=0, step=0, after=None, needs_all=true, remote=None))]
+    #[pyo3(signature = (kind, label, runner, consumes, produces, concurrency="shared", resources=Vec::new(), path=0, step=0, after=None, needs_all=true, remote=None, probe_paths=None))]
     #[allow(clippy::too_many_arguments)]
     fn add_module(
         &mut self,
@@ -150,6 +154,7 @@ impl Job {
         after: Option<Vec<usize>>,
         needs_all: bool,
         remote: Option<Py<PyAny>>,
+        probe_paths: Option<Vec<usize>>,
     ) -> PyResult<()> {
         if remote.is_some() && kind != "producer" {
             return Err(PyValueError::new_err(format!(
@@ -173,6 +178,7 @@ impl Job {
             step,
             after,
             needs_all,
+            probe_paths,
             remote,
         });
         Ok(())
@@ -310,6 +316,7 @@ impl Job {
                         call,
                         produces: m.produces.clone(),
                         needs_all: m.needs_all,
+                        probe_paths: m.probe_paths,
                     },
                 )
                 .produces(m.produces),

@@ -87,6 +87,9 @@ pub(crate) struct PyProducer {
     pub produces: Vec<String>,
     /// Some consumer (directly or through producers) reads every event.
     pub needs_all: bool,
+    /// The paths whose filters it feeds (`None`: any): it computes on the
+    /// subsample of a batch sampled on one of them.
+    pub probe_paths: Option<Vec<usize>>,
 }
 
 impl Transitions for PyProducer {}
@@ -95,7 +98,8 @@ impl Producer for PyProducer {
     fn produce(&self, ev: &Event<'_>) -> ModuleResult {
         let batch = self.call.batch(ev)?;
         self.call.with_python(batch, |py| {
-            let mut live = batch.live(py, self.needs_all)?;
+            let probe_paths = self.probe_paths.as_deref();
+            let mut live = batch.live_for(py, self.needs_all, probe_paths)?;
             let run = |sel: Option<&Py<PyAny>>| -> Result<Bound<'_, PyAny>, Failure> {
                 let inputs = self.call.inputs(py, ev)?;
                 let sel_arg = sel.map(|s| s.clone_ref(py));
@@ -113,9 +117,7 @@ impl Producer for PyProducer {
                 // `nJet < 2`). Those events are no path's: the product is
                 // computed on the paths' events alone, and the subsample's
                 // decisions that need it stay undecided.
-                Err(Failure::Python(_))
-                    if live.is_some() && batch.probe_events(py, None)?.is_some() =>
-                {
+                Err(Failure::Python(_)) if live.is_some() && batch.probed_on(probe_paths) => {
                     live = batch.union(py, None)?;
                     run(live.as_ref())?
                 }

@@ -33,9 +33,13 @@ def _missing(column: str, available: Iterable[str], where: str) -> MissingBranch
 
 
 class Source(ABC):
-    """Base class of sources. A subclass provides :meth:`columns`,
-    :meth:`reader` and :meth:`describe`; the native Parquet source is set up
-    by the process itself."""
+    """Base class of sources. A subclass provides :meth:`check`,
+    :meth:`reader` (an object whose ``next_batch()`` returns an
+    :class:`evflow.BatchData` or ``None`` at the end), :meth:`describe` (a
+    line naming the input, for messages), and may provide
+    :meth:`total_events` (for progress) and :meth:`empty_batch`; the
+    native Parquet source is set up by the process itself. A complete
+    example: docs/python.md, "Your own source"."""
 
     step_size: int
     max_events: int | None
