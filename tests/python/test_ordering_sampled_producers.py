@@ -19,20 +19,22 @@ import pytest
 
 import evflow as ef
 from evflow._job import _Plan
+from evflow.remote import Remote
 
 EVENTS = 20_000
 STEP = 1_000
 SEED = 3
 
 
-def _process(skim_path: Path) -> tuple[ef.Process, dict[str, list[np.ndarray]]]:
+def _process(skim_path: Path, remote: Remote | None = None) -> tuple[ef.Process, dict[str, list[np.ndarray]]]:
     """A seeded job whose producers record the events (``MET_pt`` values:
-    continuous, so one per event) they are called on."""
+    continuous, so one per event) they are called on; ``plot`` through an
+    offloader when ``remote`` is given."""
     proc = ef.Process("sampled_producers")
     proc.source = ef.source.synthetic(EVENTS, step_size=STEP, seed=SEED)
     calls: dict[str, list[np.ndarray]] = {"plot": [], "skim": [], "cut": [], "cut_input": []}
 
-    @proc.producer(consumes=["MET_pt"], produces=["met2"])
+    @proc.producer(consumes=["MET_pt"], produces=["met2"], remote=remote)
     def plot(ev: ef.Events) -> np.ndarray:
         calls["plot"].append(np.asarray(ev.MET_pt).copy())
         return np.asarray(ev.MET_pt) * 2
@@ -108,6 +110,20 @@ def test_producers_of_plots_and_skims_compute_on_the_accepted_events(
     expected, _ = np.histogram(2 * accepted, bins=20, range=(0, 400))
     np.testing.assert_array_equal(h.values(), expected)
     assert pq.read_table(tmp_path / "skim.parquet").num_rows == len(accepted)
+
+
+def test_an_offloaded_producer_of_a_plot_computes_on_the_accepted_events(tmp_path: Path) -> None:
+    """The same for a producer with an offloader (``remote=``, here its
+    local implementation): it too is told the subsample only where it
+    feeds a sampled path's filters."""
+    proc, calls = _process(tmp_path / "skim.parquet", Remote(mode="local"))
+    result = proc.run(threads=2, filter_order="adaptive")
+    accepted = _accepted()
+    assert result.report["orderings"]
+    seen = np.sort(np.concatenate(calls["plot"]))
+    np.testing.assert_array_equal(seen, np.sort(accepted))
+    expected, _ = np.histogram(2 * accepted, bins=20, range=(0, 400))
+    np.testing.assert_array_equal(result.histograms["met2"].values(), expected)
 
 
 def test_the_filters_producers_still_compute_on_the_subsample(tmp_path: Path) -> None:

@@ -134,7 +134,7 @@ impl Job {
     /// `needs_all` computes on every event of a batch (some consumer reads
     /// all events), otherwise on the events some path still holds, and on
     /// the subsample of a batch sampled on one of `probe_paths` (the paths
-    /// whose filters it feeds; `None`, and a remote producer: any path).
+    /// whose filters it feeds; `None`: any path).
     /// A producer with a `remote` offloader (`acquire(data, selection,
     /// inputs, done) -> token`, `produce(token) -> values`) runs as
     /// external work: no engine thread waits while its request is out.
@@ -305,6 +305,7 @@ impl Job {
                         call,
                         m.produces.clone(),
                         m.needs_all,
+                        m.probe_paths,
                         m.remote.expect("checked"),
                     ),
                 )

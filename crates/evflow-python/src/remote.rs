@@ -82,16 +82,26 @@ pub(crate) struct PyRemoteProducer {
     pub call: PyCall,
     pub produces: Vec<String>,
     pub needs_all: bool,
+    /// The paths whose filters it feeds (`None`: any), as for
+    /// [`crate::modules::PyProducer`].
+    pub probe_paths: Option<Vec<usize>>,
     pub offloader: Py<PyAny>,
     pending: Mutex<HashMap<u64, Pending>>,
 }
 
 impl PyRemoteProducer {
-    pub fn new(call: PyCall, produces: Vec<String>, needs_all: bool, offloader: Py<PyAny>) -> Self {
+    pub fn new(
+        call: PyCall,
+        produces: Vec<String>,
+        needs_all: bool,
+        probe_paths: Option<Vec<usize>>,
+        offloader: Py<PyAny>,
+    ) -> Self {
         Self {
             call,
             produces,
             needs_all,
+            probe_paths,
             offloader,
             pending: Mutex::new(HashMap::new()),
         }
@@ -117,7 +127,7 @@ impl Producer for PyRemoteProducer {
         })
         .map_err(|e| ModuleError::msg(format!("{}: {e}", batch.label)))?;
         let result = self.call.with_python(batch, |py| {
-            let live = batch.live(py, self.needs_all)?;
+            let live = batch.live_for(py, self.needs_all, self.probe_paths.as_deref())?;
             let inputs = self.call.inputs(py, ev)?;
             let sel_arg = live.as_ref().map(|s| s.clone_ref(py));
             let token = self.offloader.bind(py).call_method1(
