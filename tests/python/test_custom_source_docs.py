@@ -8,6 +8,7 @@ exist."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -60,3 +61,22 @@ def test_batch_data_is_public_and_the_old_name_still_works() -> None:
         assert f":meth:`{method}`" in ef.source.Source.__doc__
     batch = ef.BatchData({"w": np.array([1.0, 2.0])}, 2, file="f", weight="w")
     assert batch.weight_total == 3.0 and batch.where == "file 'f', entries 0-1"
+
+
+def test_a_source_without_describe_is_refused_when_made() -> None:
+    """``describe`` is part of what a source must provide: a subclass that
+    lacks it is refused when instantiated, naming the method, instead of
+    failing in the middle of a job's first message."""
+
+    class NoName(ef.source.Source):
+        step_size = 10
+        max_events = None
+
+        def check(self, columns: Any) -> None:
+            pass
+
+        def reader(self, columns: Any, weight: Any) -> Any:
+            return None
+
+    with pytest.raises(TypeError, match="describe"):
+        NoName()  # type: ignore[abstract]

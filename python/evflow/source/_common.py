@@ -53,6 +53,10 @@ class Source(ABC):
     def reader(self, columns: Sequence[str], weight: str | None) -> Any:
         """An object with ``next_batch() -> BatchData | None``."""
 
+    @abstractmethod
+    def describe(self) -> str:
+        """A line naming the input (files, tree), for messages."""
+
     def total_events(self) -> int | None:
         """Number of events the source will deliver, if known."""
         return None
@@ -87,9 +91,6 @@ class _TypesWhenEmpty:
     def __getattr__(self, name: str) -> Any:
         # Read-ahead statistics and the like come from the reader itself.
         return getattr(self._reader, name)
-
-    @abstractmethod
-    def describe(self) -> str: ...
 
 
 class _IterReader:
