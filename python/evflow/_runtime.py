@@ -72,6 +72,15 @@ class BatchData:
                     "number per event (weight objects in histograms: histogram(..., weight=...))"
                 )
             w = _read_only(np.asarray(ak.to_numpy(values), dtype=np.float64))
+            bad = ~np.isfinite(w)
+            if bad.any():
+                # One NaN weight makes every weighted count of the cut-flow
+                # and every histogram bin it reaches NaN, silently.
+                raise ValueError(
+                    f"the process weight '{weight}' is not a finite number for {int(bad.sum())} of the "
+                    f"{len(w)} events of {self.where} (first: {w[bad][0]}, entry "
+                    f"{self.entry_start + int(np.argmax(bad))}); select the events or replace the weights first"
+                )
             self.weights: np.ndarray | None = w
             self.weight_total = float(w.sum())
         else:

@@ -77,6 +77,28 @@ def test_jagged_process_weight_is_named(hzz_file: Path) -> None:
         proc.run(threads=1)
 
 
+def test_a_process_weight_that_is_not_finite_is_named(tmp_path: Path) -> None:
+    """A NaN process weight made every weighted count of the cut-flow NaN,
+    silently; it now fails the read of its batch, naming the column, the
+    file and the entry."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    w = np.ones(300)
+    w[217] = np.nan
+    path = tmp_path / "weights.parquet"
+    pq.write_table(pa.table({"x": np.arange(300.0), "w": w}), path)
+    proc = ef.Process("w", weight="w")
+    proc.source = ef.source.parquet(str(path), step_size=100)
+    proc.histogram("x", bins=10, range=(0, 300))
+    with pytest.raises(
+        ef.SourceError,
+        match=r"the process weight 'w' is not a finite number for 1 of the 100 events of .*weights\.parquet.*"
+        r"entries 200-299 \(first: nan, entry 217\)",
+    ):
+        proc.run(threads=1)
+
+
 def test_wrong_tree(zmumu_file: Path) -> None:
     proc = ef.Process("z")
     proc.source = ef.source.root(zmumu_file, tree="Events")
