@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -216,3 +218,26 @@ def test_corrupt_copy_is_left_out_of_the_input_only(inputs: dict[str, Any], tmp_
     r = _analysis(_source("root", [a, b, str(copy)])).run(threads=1, skip_bad_files=True)
     assert r.skipped_files == [b]
     assert np.array_equal(r.histograms["x"].values(), _reference([0, 0])[0])
+
+
+def test_the_command_line_names_the_entries_of_a_corrupt_file_left_out(inputs: dict[str, Any], tmp_path: Path) -> None:  # fmt: skip
+    """`evflow run --skip-bad-files` says which entries of a file that
+    opened could not be read, and why, besides the file's name."""
+    files = inputs["parquet"]
+    analysis = tmp_path / "analysis.py"
+    analysis.write_text(
+        "import evflow as ef\n"
+        "proc = ef.Process('cli_bad_data')\n"
+        f"proc.source = ef.source.parquet({files!r}, step_size={STEP})\n"
+        "proc.histogram('x', bins=20, range=(-3, 3))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "evflow", "run", str(analysis), "--skip-bad-files", "--threads", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = [line for line in out.stdout.splitlines() if line.startswith("skipped unreadable file")]
+    assert len(lines) == 1, out.stdout
+    assert lines[0].startswith(f"skipped unreadable file {files[1]} (entries 3000-3999 could not be read): ")
