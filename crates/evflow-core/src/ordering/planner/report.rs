@@ -69,9 +69,15 @@ impl OrderingPlanner {
         }
         if !d.outside.is_empty() {
             let costs: Vec<f64> = st.outside.iter().map(|c| c.cost).collect();
+            let shares: Vec<String> = st
+                .outside_share
+                .iter()
+                .map(|&f| format!("run outside the path on {}", percent(f)))
+                .collect();
             flow = format!(
-                "{flow}; producers also needed outside the path, charged to no step, counted in full in what sampling their steps costs: {}",
-                listed(&d.outside, &costs)
+                "{flow}; producers also needed outside the path, charged to the first step that needs them where nothing outside ran them: {} ({})",
+                listed(&d.outside, &costs),
+                shares.join(", ")
             );
         }
         let extra_list: Vec<String> = cur
