@@ -418,3 +418,41 @@ fn a_first_probe_charges_a_shared_producer_to_the_first_step_that_needs_it() {
         "{order:?}"
     );
 }
+
+/// `hepframe` keeps HEP-Frame's published rule, a weight per step from its
+/// own pass fraction and running time, and does not charge shared
+/// producers (docs/filter-ordering.md, "`hepframe`"): by default a level's
+/// steps are requested together and all run once the level is reached, so
+/// the producer runs once on every event reaching the level whichever way
+/// the level is sorted, and a first-need charge could not change the
+/// work. Here the five unconstrained cuts form one level: after the
+/// warm-up every plan is that one group, and the producer runs on every
+/// event, as under any order of the level.
+#[test]
+fn hepframe_runs_a_level_at_once_so_a_shared_producer_costs_the_same_in_any_order() {
+    let graph = graph();
+    let planner = OrderingPlanner::new(&graph, &OrderingOptions::new(Policy::HepFrame));
+    let index = |label: &str| graph.modules.iter().position(|m| m.label == label).unwrap();
+    let step: Vec<usize> = CUTS.iter().map(|c| index(c.0)).collect();
+    let mut outcome = PathOutcome::default();
+    let mut jets_runs = 0u64;
+    let events = 2_000u64;
+    for e in 0..events {
+        let plan = planner.plan(0, e);
+        if e >= 200 {
+            assert_eq!(plan.groups.len(), 1, "event {e}: {plan:?}");
+        }
+        let mut jets_ran = false;
+        walk::walk(&plan, &mut outcome, |m, _| {
+            let j = step.iter().position(|&s| s == m).unwrap();
+            jets_ran |= CUTS[j].3;
+            if planner.wants_cost(m) {
+                planner.observe_cost(m, CUTS[j].1);
+            }
+            passes(j, e)
+        });
+        jets_runs += u64::from(jets_ran);
+        planner.observe(0, e, &outcome);
+    }
+    assert_eq!(jets_runs, events);
+}

@@ -69,6 +69,12 @@ pub struct PathStatistics {
     /// written before they were exchanged, which read as none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shared: Vec<SharedProducerCost>,
+    /// The producers that steps of the path need and something outside it
+    /// needs too, with how often something outside ran them (see
+    /// [`OutsideProducerCost`]). Absent from statistics written before
+    /// they were exchanged, which read as none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outside: Vec<OutsideProducerCost>,
 }
 
 /// A producer that several steps of a path need, and its robust cost per
@@ -82,6 +88,25 @@ pub struct SharedProducerCost {
     /// Labels of the steps that need it (at least two).
     pub steps: Vec<String>,
     pub cost: StepCost,
+}
+
+/// A producer that steps of a path need and something outside the path
+/// (a step of another path, an end-path module) needs too. On the events
+/// of the path on which none of its steps needed the producer (`events`),
+/// something outside ran it `ran_outside` times; the path's steps are
+/// charged for it on the other events. Matched by label: a planner for
+/// which the path's steps alone need the producer takes its cost only.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OutsideProducerCost {
+    /// The producer's module label.
+    pub producer: String,
+    /// Labels of the steps of the path that need it (at least one).
+    pub steps: Vec<String>,
+    pub cost: StepCost,
+    /// Events of the path on which no step of it needed the producer.
+    pub events: u64,
+    /// Of those, the events on which something outside the path ran it.
+    pub ran_outside: u64,
 }
 
 /// The events observed under one order, by the position (in that order)
@@ -176,7 +201,9 @@ impl PathStatistics {
                 c.mean_s
             )));
         }
-        self.validate_shared().map_err(err)
+        self.validate_shared()
+            .and_then(|()| self.validate_outside())
+            .map_err(err)
     }
 
     /// Checks the shared producers: each listed once, not a step itself,
@@ -269,6 +296,7 @@ impl PathStatistics {
                 .collect(),
             costs,
             shared: self.shared.clone(),
+            outside: self.outside.clone(),
         })
     }
 
@@ -277,7 +305,8 @@ impl PathStatistics {
     /// kept), its stop counts summed with those of the same order (the
     /// [`MAX_EXCHANGED_ORDERS`] orders with the most events kept), and each
     /// step's cost, and each shared producer's (by label), averaged with
-    /// weights of their measurements.
+    /// weights of their measurements; the counts of the producers also
+    /// needed outside the path summed.
     pub fn merge(&mut self, other: &PathStatistics) -> Result<(), StatisticsError> {
         let other = other.for_steps("", &self.steps)?;
         self.samples.extend_from_slice(&other.samples);
@@ -322,6 +351,7 @@ impl PathStatistics {
                 None => self.shared.push(theirs),
             }
         }
+        self.merge_outside(other.outside);
         Ok(())
     }
 }

@@ -40,6 +40,7 @@
 
 mod costs;
 mod exchange;
+mod exchange_outside;
 pub mod model;
 mod planner;
 mod policy;
@@ -48,8 +49,8 @@ use std::sync::Arc;
 
 pub use costs::{CostEstimate, ProbedProducer, robust_batch_cost, robust_cost};
 pub use exchange::{
-    MAX_EXCHANGED_ORDERS, MAX_EXCHANGED_SAMPLES, OrderingStatistics, PathStatistics,
-    SharedProducerCost, StatisticsError, StepCost, StopCounts, merge_statistics,
+    MAX_EXCHANGED_ORDERS, MAX_EXCHANGED_SAMPLES, OrderingStatistics, OutsideProducerCost,
+    PathStatistics, SharedProducerCost, StatisticsError, StepCost, StopCounts, merge_statistics,
 };
 pub use planner::OrderingPlanner;
 pub use policy::{OrderingOptions, Policy, Tuning};

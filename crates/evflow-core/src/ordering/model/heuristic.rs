@@ -128,6 +128,41 @@ pub fn rank_order(costs: &[f64], pass: &[f64], preds: &[u64]) -> Option<Vec<usiz
     Some(all.into_iter().flat_map(|j| j.seq).collect())
 }
 
+/// The rank rule ([`rank_order`]) with the producers
+/// that several steps need. Each producer becomes a job of its own that
+/// passes every event and must run before each step that needs it: in
+/// any order of those jobs, moving a producer to just before its first
+/// step costs no more (it rejects nothing), and there it costs what
+/// [`step_cost`] charges that step. So the rule, optimal under independence
+/// for constraints forming an out-forest, stays optimal with the first-need
+/// charge when the constraints with the producers' edges still form one
+/// (each step needing at most one producer that its constraining step does
+/// not need). Returns `None` otherwise, or beyond 64 steps and producers.
+pub fn rank_order_shared(
+    costs: &[f64],
+    shared: &[SharedCost],
+    pass: &[f64],
+    preds: &[u64],
+) -> Option<Vec<usize>> {
+    let n = costs.len();
+    if n + shared.len() > 64 {
+        return None;
+    }
+    let (mut costs, mut pass, mut preds) = (costs.to_vec(), pass.to_vec(), preds.to_vec());
+    for (k, s) in shared.iter().enumerate() {
+        costs.push(s.cost);
+        pass.push(1.0);
+        preds.push(0);
+        for (j, p) in preds.iter_mut().enumerate().take(n) {
+            if s.needed_by >> j & 1 == 1 {
+                *p |= 1 << (n + k);
+            }
+        }
+    }
+    let order = rank_order(&costs, &pass, &preds)?;
+    Some(order.into_iter().filter(|&j| j < n).collect())
+}
+
 /// A composite job of [`rank_order`].
 struct Job {
     seq: Vec<usize>,

@@ -293,3 +293,70 @@ fn dp_with_shared_producers_matches_brute_force_on_random_problems() {
         assert!((grouped - dp.cost).abs() < 1e-9 * bf.max(1.0));
     }
 }
+
+/// The rank rule with the first-need charge of shared producers is
+/// optimal under independence (against the brute force over every order,
+/// each producer run once per event with the first step needing it) on
+/// random paths without constraints whose producers feed disjoint sets
+/// of steps; the rule on the steps' own costs is not (a 100 µs producer
+/// of two cheap, loose cuts: they went first).
+#[test]
+fn rank_rule_with_shared_producers_matches_brute_force_under_independence() {
+    let mut s = 11u64;
+    let mut worse_without = 0;
+    for case in 0..40 {
+        let n = 3 + case % 4;
+        let costs: Vec<f64> = (0..n).map(|_| 1.0 + (lcg(&mut s) % 50) as f64).collect();
+        let pass: Vec<f64> = (0..n)
+            .map(|_| 0.1 + (lcg(&mut s) % 85) as f64 / 100.0)
+            .collect();
+        // Disjoint sets of steps, one producer each (some of one step).
+        let mut shared = Vec::new();
+        let mut taken = 0u64;
+        for _ in 0..2 {
+            let set = lcg(&mut s) & ((1 << n) - 1) & !taken;
+            if set != 0 {
+                taken |= set;
+                let cost = (lcg(&mut s) % 200) as f64;
+                shared.push(SharedCost {
+                    needed_by: set,
+                    cost,
+                });
+            }
+        }
+        let mut events = Vec::new();
+        for m in 0..1u64 << n {
+            let w: f64 = (0..n)
+                .map(|j| {
+                    if m >> j & 1 == 1 {
+                        pass[j]
+                    } else {
+                        1.0 - pass[j]
+                    }
+                })
+                .product();
+            events.extend(std::iter::repeat_n(m, (w * 20_000.0).round() as usize));
+        }
+        let preds = vec![0u64; n];
+        let (best, _) = brute_force_shared(&costs, &shared, &preds, &events);
+        let order = rank_order_shared(&costs, &shared, &pass, &preds).unwrap();
+        let got = simulated_cost(&costs, &shared, &order, &events);
+        // The events are the independent distribution rounded to 1/20 000.
+        assert!(
+            got <= best * (1.0 + 1e-3),
+            "{case}: {order:?} {got} vs {best}"
+        );
+        let plain = rank_order(&costs, &pass, &preds).unwrap();
+        if simulated_cost(&costs, &shared, &plain, &events) > best * 1.01 {
+            worse_without += 1;
+        }
+    }
+    assert!(worse_without > 0, "the charge never mattered");
+    // A producer feeding a step whose constraining step does not need it:
+    // two parents, not an out-forest.
+    let shared = [SharedCost {
+        needed_by: 0b10,
+        cost: 5.0,
+    }];
+    assert!(rank_order_shared(&[1.0, 1.0], &shared, &[0.5, 0.5], &[0, 0b01]).is_none());
+}

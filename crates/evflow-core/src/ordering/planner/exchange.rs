@@ -17,8 +17,8 @@ use super::state::*;
 use super::stats::*;
 use crate::ordering::costs::Measured;
 use crate::ordering::exchange::{
-    OrderingStatistics, PathStatistics, SharedProducerCost, StatisticsError, StepCost, StopCounts,
-    combine_costs,
+    OrderingStatistics, OutsideProducerCost, PathStatistics, SharedProducerCost, StatisticsError,
+    StepCost, StopCounts, combine_costs,
 };
 use crate::ordering::policy::Policy;
 
@@ -27,7 +27,9 @@ impl OrderingPlanner {
     /// paths (by path name): the sampled decision vectors of its window, the
     /// stop counts of the orders it ran since the last drift, the robust
     /// cost of each step and of each producer several steps need (those
-    /// timed). Imported statistics are not included.
+    /// timed), and of each producer also needed outside the path with how
+    /// often something outside ran it. Imported statistics are not
+    /// included.
     pub fn statistics(&self) -> OrderingStatistics {
         let mut out = OrderingStatistics::new();
         for slot in &self.paths {
@@ -49,6 +51,24 @@ impl OrderingPlanner {
                             .map(|i| self.labels[d.steps[i]].clone())
                             .collect(),
                         cost: step_cost(e)?,
+                    })
+                })
+                .collect();
+            let outside = d
+                .outside
+                .iter()
+                .zip(self.measure_shared(d, &d.outside))
+                .zip(self.outside_counts(d))
+                .filter_map(|((&(m, by), e), (events, ran_outside))| {
+                    Some(OutsideProducerCost {
+                        producer: self.labels[m].clone(),
+                        steps: (0..n)
+                            .filter(|&i| by >> i & 1 == 1)
+                            .map(|i| self.labels[d.steps[i]].clone())
+                            .collect(),
+                        cost: step_cost(e)?,
+                        events,
+                        ran_outside,
                     })
                 })
                 .collect();
@@ -88,6 +108,7 @@ impl OrderingPlanner {
                     stops,
                     costs: own_costs.iter().map(|&m| step_cost(m)).collect(),
                     shared,
+                    outside,
                 },
             );
         }
@@ -152,16 +173,30 @@ impl OrderingPlanner {
                 })
                 .collect(),
             costs: ps.costs.clone(),
-            // By label; a producer this planner does not charge to the
-            // path's steps (something outside the path needs it) is left.
+            // By label; a producer that the exporting planner saw needed
+            // outside the path and this one does not (or the reverse)
+            // gives its cost only.
             shared: d
                 .shared
                 .iter()
                 .map(|&(m, _)| {
-                    ps.shared
-                        .iter()
-                        .find(|s| s.producer == self.labels[m])
-                        .map(|s| s.cost)
+                    let label = &self.labels[m];
+                    let shared = ps.shared.iter().find(|s| &s.producer == label);
+                    let outside = ps.outside.iter().find(|s| &s.producer == label);
+                    shared.map(|s| s.cost).or(outside.map(|s| s.cost))
+                })
+                .collect(),
+            outside: d
+                .outside
+                .iter()
+                .map(|&(m, _)| {
+                    let label = &self.labels[m];
+                    let outside = ps.outside.iter().find(|s| &s.producer == label);
+                    let shared = ps.shared.iter().find(|s| &s.producer == label);
+                    outside.cloned().or(shared.map(|s| OutsideProducerCost {
+                        cost: s.cost,
+                        ..Default::default()
+                    }))
                 })
                 .collect(),
         };

@@ -19,9 +19,10 @@ use super::state::State;
 /// 1 µs cut fed by a 100 µs producer costs 101 µs to measure there, even
 /// when another cut runs the producer first in the regular plan); and a
 /// producer also needed outside the path (`State::outside`) under the same
-/// condition, counted in full although another path or an end-path module
-/// may have run it on the event already (an upper bound: whether it did
-/// depends on the rest of the event, which the planner does not see).
+/// condition, on the share of the events on which nothing outside the path
+/// ran it (`State::outside_share`, counted on the events the path did not
+/// need it: whether something outside ran it on a given event depends on
+/// the rest of the event, which the rates, set at a decision, do not see).
 pub(super) fn measurement_costs(
     st: &State,
     in_force: &[usize],
@@ -32,13 +33,16 @@ pub(super) fn measurement_costs(
         .map(|j| st.costs[j].max(st.decided_costs[j]))
         .collect();
     let mut probe: Vec<f64> = (0..n).map(|j| measured[j] * after_reject[j]).collect();
-    for s in st.shared.iter().chain(&st.outside) {
+    let outside = st.outside.iter().zip(&st.outside_share);
+    let charged = st.shared[..st.path_shared].iter().map(|s| (s, 1.0));
+    for (s, share) in charged.chain(outside.map(|(s, &f)| (s, 1.0 - f))) {
         let Some(&first) = in_force.iter().find(|&&j| s.needed_by >> j & 1 == 1) else {
             continue;
         };
+        let cost = s.cost * share;
         for j in (0..n).filter(|&j| s.needed_by >> j & 1 == 1) {
-            probe[j] += s.cost * after_reject[first];
-            measured[j] += s.cost;
+            probe[j] += cost * after_reject[first];
+            measured[j] += cost;
         }
     }
     (measured, probe)

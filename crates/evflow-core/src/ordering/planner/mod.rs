@@ -23,6 +23,8 @@
 //! * `needs`: the producers only one step needs, those several do, and
 //!   those also needed outside the path;
 //! * `measure`: what measuring each step after a rejection costs;
+//! * `outside`: how often producers also needed outside a path ran for
+//!   something outside it (exact counts);
 //! * `probe`: the first decision, from a probe before a batch's path;
 //! * `adaptive`: the checkpoint and the decision algorithms (the exact DP
 //!   over feasible prefix sets, the rank rule, A-Greedy, via `model`);
@@ -38,6 +40,7 @@ mod exchange;
 mod hepframe;
 mod measure;
 mod needs;
+mod outside;
 mod probe;
 mod report;
 mod robust;
@@ -90,6 +93,8 @@ pub struct OrderingPlanner {
     /// a genuine change of its running time).
     every_until: Vec<AtomicU64>,
     labels: Vec<String>,
+    /// Executions of the producers also needed outside a path.
+    runs: outside::Runs,
     /// Measured time spent in the planner itself (ns): the hot paths
     /// extrapolated from one call in 256 with the clock's own cost
     /// subtracted, and the checkpoints (decisions in thread CPU time).
@@ -225,11 +230,20 @@ impl OrderingPlanner {
                     )),
                     attributed,
                     shared,
+                    outside_needed: Striped::new(outside.len() + 1),
                     outside,
                 }))
             })
-            .collect();
+            .collect::<Vec<Slot>>();
+        let runs = outside::Runs::new(
+            graph,
+            paths.iter().flat_map(|s| match s {
+                Slot::Dynamic(d) => d.outside.iter().map(|&(m, _)| m).collect(),
+                Slot::Static(_) => Vec::new(),
+            }),
+        );
         Self {
+            runs,
             paths,
             path_names: graph.paths.iter().map(|p| p.name.clone()).collect(),
             rings: wants.iter().map(|&w| w.then(Ring::new)).collect(),
@@ -427,6 +441,9 @@ impl Planner for OrderingPlanner {
         if !batch && consistent && (stop < n || outcome.steps.len() == n) {
             d.stops.add(stop, 1);
         }
+        if !batch && !d.outside.is_empty() {
+            outside::count_needs(d, outcome);
+        }
         if outcome.sampled && !batch {
             let (mut known, mut pass, mut extra) = (0u64, 0u64, 0u64);
             let mut rejected = false;
@@ -501,6 +518,7 @@ impl Planner for OrderingPlanner {
     /// first `COST_EARLY_CALLS` executions, then one in `COST_STRIDE`, at
     /// random.
     fn wants_cost(&self, module: ModuleIdx) -> bool {
+        self.runs.called(module);
         let mode = self.cost_mode[module].load(Relaxed);
         if mode == COST_NONE {
             return false;

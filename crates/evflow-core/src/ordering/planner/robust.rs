@@ -196,9 +196,26 @@ impl OrderingPlanner {
         }
         // Producers also needed outside the path: what running one for a
         // measurement costs, as a step's (the larger of the estimate and its
-        // shrunk value).
-        for (k, e) in self.measure_shared(d, &d.outside).into_iter().enumerate() {
+        // shrunk value); and, for the search, charged as the shared ones on
+        // the share of the events on which nothing outside ran it.
+        st.shared.truncate(st.path_shared);
+        st.shared_se.truncate(st.path_shared);
+        st.outside_share = self.outside_share(d, st);
+        for (k, mut e) in self.measure_shared(d, &d.outside).into_iter().enumerate() {
+            if let Some(Some(imp)) = st.imported.as_ref().map(|i| &i.outside[k]) {
+                e = super::exchange::with_imported_cost(e, Some(imp.cost));
+            }
             st.outside[k].cost = e.map_or(0.0, |m| costs::shrink_towards(e, pool).0.max(m.0));
+            let (c, se) = match e {
+                Some(_) => costs::shrink_towards(e, pool),
+                None => (0.0, 0.0),
+            };
+            let charged = 1.0 - st.outside_share[k];
+            st.shared.push(SharedCost {
+                needed_by: d.outside[k].1,
+                cost: charged * c,
+            });
+            st.shared_se.push(charged * se);
         }
         st.rejected = rejected;
     }

@@ -57,6 +57,9 @@ pub(super) struct Dyn {
     /// charged to no step in the search (they may have run for something
     /// else), counted in what measuring their steps after a rejection costs.
     pub(super) outside: Vec<(ModuleIdx, u64)>,
+    /// Per producer of `outside`: events on which a step of the path that
+    /// needs it ran; last: the events observed (one at a time).
+    pub(super) outside_needed: Striped,
     pub(super) seed: u64,
     /// The feasible prefix sets, for the exact search (`None`: too many,
     /// A-Greedy).
@@ -202,8 +205,13 @@ pub(super) struct State {
     pub(super) decided_shared: Vec<f64>,
     /// Per producer of `Dyn::outside`: the steps needing it and its cost
     /// per execution (the larger of the robust estimate and its shrunk
-    /// value, as a step's measurement cost; 0 until timed).
+    /// value, as a step's measurement cost; 0 until timed), and the share
+    /// of the events on which something outside the path ran it. The
+    /// search charges the rest like a shared producer: `shared` holds the
+    /// producers of `Dyn::shared` (the first `path_shared`), then those.
     pub(super) outside: Vec<SharedCost>,
+    pub(super) outside_share: Vec<f64>,
+    pub(super) path_shared: usize,
     /// Per position: the sampling rate after a rejection in force, whether
     /// the step counts as expensive to sample, and what sampling it costs
     /// per sampled event.
@@ -249,6 +257,8 @@ pub(super) struct Imported {
     pub(super) costs: Vec<Option<crate::ordering::exchange::StepCost>>,
     /// Per producer of `Dyn::shared`: its imported cost per execution.
     pub(super) shared: Vec<Option<crate::ordering::exchange::StepCost>>,
+    /// Per producer of `Dyn::outside`: its imported cost and counts.
+    pub(super) outside: Vec<Option<crate::ordering::exchange::OutsideProducerCost>>,
 }
 
 impl Imported {
@@ -315,6 +325,8 @@ impl State {
                 })
                 .collect(),
             shared_se: vec![0.0; shared.len()],
+            path_shared: shared.len(),
+            outside_share: vec![0.0; outside.len()],
             decided_shared: vec![f64::NAN; shared.len()],
             outside: outside
                 .iter()
