@@ -445,14 +445,8 @@ impl Batch {
     }
 
     /// The events a producer computes on: every event that some path may
-    /// still need (and the subsample of a sampled batch), or all of them
-    /// when an analyzer reading every event consumes the product
-    /// (`needs_all`).
-    pub fn live(&self, py: Python<'_>, needs_all: bool) -> PyResult<Option<Py<PyAny>>> {
-        self.live_for(py, needs_all, None)
-    }
-
-    /// As [`Batch::live`], with the subsample only where the batch is
+    /// still need, or all of them when an analyzer reading every event
+    /// consumes the product (`needs_all`); and the subsample of a batch
     /// sampled on one of `probe_paths` (`None`: any path), the paths whose
     /// filters the producer feeds: one that feeds only histograms, skims or
     /// analyzers computes on the paths' events, as without sampling.
