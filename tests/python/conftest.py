@@ -39,6 +39,25 @@ def nano_file() -> Path:
     return data_file("nanoAOD_2015_CMS_Open_Data_ttbar.root")
 
 
+def cutflow_of_runs(
+    filters: tuple[str, ...], runs: list[list[int]], orderings: list[dict[str, Any]], policy: str
+) -> Any:
+    """The cut-flow of one reorderable path ``sel`` of ``filters`` whose
+    batch ``i`` recorded the filters ``runs[i]`` (their indices) in that
+    order, every one of its 10 events passing; ``orderings`` as in a
+    report."""
+    from evflow.cutflow import build
+
+    records = [
+        (batch, 0, step, position, 10, 10, 10.0, 10.0)
+        for batch, run in enumerate(runs)
+        for position, step in enumerate(run)
+    ]
+    batches = [(batch, 10, 10.0) for batch in range(len(runs))]
+    finals = [(batch, [(10, 10.0)]) for batch in range(len(runs))]
+    return build([("sel", filters, True)], records, batches, finals, [], False, policy, orderings)["sel"]
+
+
 def load_example(name: str) -> ModuleType:
     """Imports examples/NAME.py as a module."""
     path = ROOT / "examples" / f"{name}.py"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evflow.cutflow import build
+from conftest import cutflow_of_runs
 
 FILTERS = ("a", "b", "c")
 
@@ -14,15 +14,7 @@ FILTERS = ("a", "b", "c")
 def _cutflow(runs: list[list[int]], orderings: list[dict[str, Any]]) -> Any:
     """One reorderable path; batch ``i`` ran the filters ``runs[i]`` (their
     indices) in that order, every event passing."""
-    records = [
-        (batch, 0, step, position, 10, 10, 10.0, 10.0)
-        for batch, run in enumerate(runs)
-        for position, step in enumerate(run)
-    ]
-    batches = [(batch, 10, 10.0) for batch in range(len(runs))]
-    finals = [(batch, [(10, 10.0)]) for batch in range(len(runs))]
-    cutflow = build([("sel", FILTERS, True)], records, batches, finals, [], False, "adaptive", orderings)
-    return cutflow["sel"]
+    return cutflow_of_runs(FILTERS, runs, orderings, "adaptive")
 
 
 def _change(at: int, order: list[str], reason: str) -> dict[str, Any]:

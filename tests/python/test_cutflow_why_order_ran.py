@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import evflow as ef
-from evflow.cutflow import build
+from conftest import cutflow_of_runs
 
 FILTERS = ("loose_fast", "mid", "tight_slow")
 
@@ -17,14 +17,7 @@ FILTERS = ("loose_fast", "mid", "tight_slow")
 def _cutflow(runs: list[list[int]], orderings: list[dict[str, Any]], policy: str = "hepframe") -> Any:
     """One reorderable path; batch ``i`` recorded the filters ``runs[i]``
     (their indices) in that order, every event passing."""
-    records = [
-        (batch, 0, step, position, 10, 10, 10.0, 10.0)
-        for batch, run in enumerate(runs)
-        for position, step in enumerate(run)
-    ]
-    batches = [(batch, 10, 10.0) for batch in range(len(runs))]
-    finals = [(batch, [(10, 10.0)]) for batch in range(len(runs))]
-    return build([("sel", FILTERS, True)], records, batches, finals, [], False, policy, orderings)["sel"]
+    return cutflow_of_runs(FILTERS, runs, orderings, policy)
 
 
 def _change(at: int, order: list[str], reason: str) -> dict[str, Any]:
