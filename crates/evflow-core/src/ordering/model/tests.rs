@@ -207,19 +207,7 @@ fn dp_charges_a_shared_producer_to_the_first_step_that_needs_it() {
     let pass = [0.8, 0.8, 0.5, 0.5];
     // Every decision vector, in proportion to its probability (independent
     // decisions, out of 100 events per step).
-    let mut events = Vec::new();
-    for m in 0..16u64 {
-        let w: f64 = (0..4)
-            .map(|j| {
-                if m >> j & 1 == 1 {
-                    pass[j]
-                } else {
-                    1.0 - pass[j]
-                }
-            })
-            .product();
-        events.extend(std::iter::repeat_n(m, (w * 10_000.0).round() as usize));
-    }
+    let events = independent_events(&pass, 10_000.0);
     let joint = Joint::from_masks(events.iter().copied());
     let preds = [0u64; 4];
     let (bf, bf_order) = brute_force_shared(&costs, &shared, &preds, &events);
@@ -324,19 +312,7 @@ fn rank_rule_with_shared_producers_matches_brute_force_under_independence() {
                 });
             }
         }
-        let mut events = Vec::new();
-        for m in 0..1u64 << n {
-            let w: f64 = (0..n)
-                .map(|j| {
-                    if m >> j & 1 == 1 {
-                        pass[j]
-                    } else {
-                        1.0 - pass[j]
-                    }
-                })
-                .product();
-            events.extend(std::iter::repeat_n(m, (w * 20_000.0).round() as usize));
-        }
+        let events = independent_events(&pass, 20_000.0);
         let preds = vec![0u64; n];
         let (best, _) = brute_force_shared(&costs, &shared, &preds, &events);
         let order = rank_order_shared(&costs, &shared, &pass, &preds).unwrap();
@@ -359,4 +335,24 @@ fn rank_rule_with_shared_producers_matches_brute_force_under_independence() {
         cost: 5.0,
     }];
     assert!(rank_order_shared(&[1.0, 1.0], &shared, &[0.5, 0.5], &[0, 0b01]).is_none());
+}
+
+/// Every decision vector of steps passing independently with rates `pass`,
+/// each repeated in proportion to its probability (`scale` events in all).
+fn independent_events(pass: &[f64], scale: f64) -> Vec<u64> {
+    let n = pass.len();
+    let mut events = Vec::new();
+    for m in 0..1u64 << n {
+        let w: f64 = (0..n)
+            .map(|j| {
+                if m >> j & 1 == 1 {
+                    pass[j]
+                } else {
+                    1.0 - pass[j]
+                }
+            })
+            .product();
+        events.extend(std::iter::repeat_n(m, (w * scale).round() as usize));
+    }
+    events
 }

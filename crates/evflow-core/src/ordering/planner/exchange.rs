@@ -37,7 +37,13 @@ impl OrderingPlanner {
             if d.policy != Policy::Adaptive {
                 continue;
             }
-            let n = d.steps.len();
+            // The labels of the steps in a bit set (the steps needing a producer).
+            let step_labels = |by: u64| -> Vec<String> {
+                (0..d.steps.len())
+                    .filter(|&i| by >> i & 1 == 1)
+                    .map(|i| self.labels[d.steps[i]].clone())
+                    .collect()
+            };
             let (own_costs, _) = self.measure_costs(d);
             let shared = d
                 .shared
@@ -46,10 +52,7 @@ impl OrderingPlanner {
                 .filter_map(|(&(m, by), e)| {
                     Some(SharedProducerCost {
                         producer: self.labels[m].clone(),
-                        steps: (0..n)
-                            .filter(|&i| by >> i & 1 == 1)
-                            .map(|i| self.labels[d.steps[i]].clone())
-                            .collect(),
+                        steps: step_labels(by),
                         cost: step_cost(e)?,
                     })
                 })
@@ -62,10 +65,7 @@ impl OrderingPlanner {
                 .filter_map(|((&(m, by), e), (events, ran_outside))| {
                     Some(OutsideProducerCost {
                         producer: self.labels[m].clone(),
-                        steps: (0..n)
-                            .filter(|&i| by >> i & 1 == 1)
-                            .map(|i| self.labels[d.steps[i]].clone())
-                            .collect(),
+                        steps: step_labels(by),
                         cost: step_cost(e)?,
                         events,
                         ran_outside,
@@ -87,7 +87,7 @@ impl OrderingPlanner {
             let mut stops: Vec<StopCounts> = Vec::new();
             let current = Epoch {
                 order: cur.order.clone(),
-                stops: d.stops.snapshot(n + 1),
+                stops: d.stops.snapshot(d.steps.len() + 1),
             };
             for e in st.archive.iter().chain(std::iter::once(&current)) {
                 let order: Vec<usize> = e.order.iter().map(|&i| i as usize).collect();
