@@ -30,7 +30,9 @@
    benchmark 1's adaptive throughput. Target: within 10 %.
 6. Combining under jitter: a device-only module whose launches are mostly
    their fixed cost (2 ms), 2 threads, 8 events in flight, behind a producer
-   taking no time ("steady") or 50 us +- 50 % ("jittered"); events per launch
+   taking no time ("steady"), 50 us +- 50 % ("jittered"), 100 us ("slow":
+   launches all of one size) or 200 us ("slower": a fill beyond 5 time-outs
+   with its margin); events per launch
    and events/s of each run (this build and `--baseline`, interleaved), and
    `evflow simulate`'s prediction of the same job. Full launches are 8 events.
 
@@ -488,7 +490,14 @@ def figure(bath: dict, path: Path, title: str | None = None) -> None:
 
 
 # Benchmark 6: the producer before the device module: (host s/event, time_jitter).
-STAGGER = {"steady": (0.0, 0.0), "jittered": (50e-6, 0.5)}
+STAGGER = {
+    "steady": (0.0, 0.0),
+    "jittered": (50e-6, 0.5),
+    # Launches all of one size (4 events within the time-out, every time),
+    # and a full batch's fill (800 us) beyond 5 time-outs with its margin.
+    "slow": (100e-6, 0.0),
+    "slower": (200e-6, 0.0),
+}
 
 
 def stagger_config(name: str, raw_s: float, jitter: float) -> Path:

@@ -36,8 +36,11 @@ pub struct CombinePolicy {
     /// each launch come back together, and without it every later launch
     /// gathers only them — launches stay staggered for the rest of the job.
     /// And its time-out follows the time the module's full batches took to
-    /// fill lately (up to [`FILL_TIMEOUTS`] time-outs), so that jitter in
-    /// their arrival does not cut them short in the first place.
+    /// fill lately (up to [`Combiner::max_wait`]), so that jitter in their
+    /// arrival does not cut them short in the first place. After
+    /// [`PROBE_AFTER`] launches cut short in a row, one batch probes for a
+    /// full launch, which tells the fit and the time-out what launches all
+    /// cut short cannot.
     pub hold_small_launches: bool,
 }
 
@@ -135,6 +138,13 @@ pub struct Combiner<T> {
     /// The module's launches: time against size.
     costs: LaunchCosts,
     landings: u64,
+    /// Launches in a row that their time-out cut short, and the size of
+    /// the last.
+    short_streak: u32,
+    last_short: usize,
+    /// The waiting batch is a probe: it waits for more events (see
+    /// [`PROBE_AFTER`]).
+    probing: bool,
 }
 
 /// The first launches of a module pay its set-up (buffers, the kernel's
@@ -154,6 +164,19 @@ pub const FILL_TIMEOUTS: f64 = 5.0;
 /// one of a share that no longer fills batches, fades within a few dozen.
 const FILL_FADE: f64 = 0.95;
 
+/// After this many launches in a row cut short by their time-out, of a
+/// module whose launches are mostly fixed cost or cannot tell (all of one
+/// size), the next batch is a probe: it waits like a batch of mostly fixed
+/// cost, as long as [`Combiner::max_wait`], for more events. A full
+/// launch then tells the fit its fixed cost and the time-out its fill,
+/// which no launch cut short can: without it, launches all of one size, or
+/// batches that never fill within the time-out, stay short for the whole
+/// job. Only batches whose events came fast enough to fill them within
+/// that wait count (probing a module that gets an event now and then only
+/// lengthens its events' round trips). At most one batch in
+/// `PROBE_AFTER + 1` waits longer than the rules allow.
+pub const PROBE_AFTER: u32 = 8;
+
 impl<T> Combiner<T> {
     pub fn new(policy: CombinePolicy) -> Self {
         Self {
@@ -170,6 +193,9 @@ impl<T> Combiner<T> {
             parallel: 2,
             costs: LaunchCosts::default(),
             landings: 0,
+            short_streak: 0,
+            last_short: 0,
+            probing: false,
         }
     }
 
@@ -199,10 +225,15 @@ impl<T> Combiner<T> {
     pub fn push(&mut self, now: f64, item: T) -> Option<Vec<T>> {
         if self.waiting.is_empty() {
             self.oldest = Some(now);
+            self.probing = self.short_streak >= PROBE_AFTER && self.may_probe();
+            if self.probing {
+                self.short_streak = 0;
+            }
         }
         self.waiting.push(item);
         if self.waiting.len() >= self.policy.max_events {
             let fill = self.gathering_since().map_or(0.0, |from| now - from);
+            self.short_streak = 0;
             let batch = self.flush();
             if self.landings > WARM_LAUNCHES {
                 self.fill_s = self.fill_s.max(fill);
@@ -223,11 +254,37 @@ impl<T> Combiner<T> {
     /// batches took to fill lately, with a margin.
     pub fn timeout(&self) -> f64 {
         let timeout = self.policy.timeout_s;
-        if self.fill_s > 0.0 && self.mostly_fixed_cost() {
-            (FILL_MARGIN * self.fill_s).clamp(timeout, FILL_TIMEOUTS * timeout)
+        if self.probing && self.mostly_fixed_cost() {
+            self.max_wait()
+        } else if self.fill_s > 0.0 && self.mostly_fixed_cost() {
+            (FILL_MARGIN * self.fill_s).clamp(timeout, self.max_wait())
         } else {
             timeout
         }
+    }
+
+    /// The longest a batch of mostly fixed cost gathers: [`FILL_TIMEOUTS`]
+    /// time-outs, or a launch's fixed cost when that is longer — a wait
+    /// that fills the launch saves the device the fixed cost of another
+    /// for the events that would have missed it, and costs the events
+    /// waiting no more than that.
+    pub fn max_wait(&self) -> f64 {
+        let fixed = self.costs.last_fixed_s().unwrap_or(0.0);
+        (FILL_TIMEOUTS * self.policy.timeout_s).max(fixed)
+    }
+
+    /// Whether a batch may probe for a fuller launch: holding is allowed,
+    /// the set-up launches are over, and the launches cut short lately
+    /// were mostly fixed cost by the fit, or cannot tell (all one size).
+    fn may_probe(&self) -> bool {
+        self.policy.hold_small_launches
+            && self.policy.max_in_flight == 0
+            && self.landings > WARM_LAUNCHES
+            && self.policy.max_events > 1
+            && self
+                .costs
+                .last_fixed_share(self.last_short as f64)
+                .is_none_or(|share| share >= HOLD_FIXED_SHARE)
     }
 
     /// When the waiting invocations must be launched at the latest (unless
@@ -241,7 +298,21 @@ impl<T> Combiner<T> {
     /// module's launches in flight hold it back.
     pub fn poll(&mut self, now: f64) -> Option<Vec<T>> {
         match self.deadline() {
-            Some(d) if now >= d && !self.held() => self.flush(),
+            Some(d) if now >= d && !self.held() => {
+                // Cut short (a full batch leaves from `push`): a probe
+                // may follow when the batch's events came fast enough to
+                // fill it within the longest wait.
+                let n = self.waiting.len();
+                let gathered = now - self.gathering_since().unwrap_or(now);
+                let fill = gathered * (self.policy.max_events - n) as f64 / n as f64;
+                if fill <= self.max_wait() {
+                    self.short_streak += 1;
+                } else {
+                    self.short_streak = 0;
+                }
+                self.last_short = n;
+                self.flush()
+            }
             _ => None,
         }
     }
@@ -263,10 +334,11 @@ impl<T> Combiner<T> {
             && self.policy.max_in_flight == 0
             && !self.waiting.is_empty()
             && self.waiting.len() < self.policy.max_events
-            && self
-                .costs
-                .fixed_share(self.waiting.len() as f64)
-                .is_some_and(|share| share >= HOLD_FIXED_SHARE)
+            && (self.probing
+                || self
+                    .costs
+                    .last_fixed_share(self.waiting.len() as f64)
+                    .is_some_and(|share| share >= HOLD_FIXED_SHARE))
     }
 
     /// The module's launches on the device carry enough invocations to fill
@@ -313,6 +385,7 @@ impl<T> Combiner<T> {
     pub fn flush(&mut self) -> Option<Vec<T>> {
         self.oldest = None;
         self.realigned_at = None;
+        self.probing = false;
         if self.waiting.is_empty() {
             None
         } else {
@@ -575,6 +648,43 @@ mod tests {
             never.push(t as f64, t);
             assert_eq!(never.poll(t as f64 + 0.002), Some(vec![t]));
         }
+    }
+
+    #[test]
+    fn only_batches_that_could_fill_probe() {
+        // One invocation every 300 µs, a 200 µs time-out, launches of one
+        // event that land at once (all of one size: the fit cannot tell).
+        let sizes = |max_events: usize| {
+            let mut c = Combiner::new(CombinePolicy {
+                max_events,
+                timeout_s: 200e-6,
+                ..CombinePolicy::default()
+            });
+            let mut sizes = Vec::new();
+            for i in 0..100u32 {
+                let t = i as f64 * 300e-6;
+                let mut out: Vec<Vec<u32>> = c.poll(t).into_iter().collect();
+                out.extend(c.push(t, i));
+                out.extend(c.poll(t + 200e-6));
+                for b in out {
+                    c.record_launch(b.len(), 3e-3);
+                    c.landed(t + 200e-6, b.len());
+                    sizes.push(b.len());
+                }
+            }
+            sizes
+        };
+        // A count of 64 would take 19 ms to fill at that rate, beyond any
+        // wait: no batch waits past its time-out.
+        assert!(sizes(64).iter().all(|&n| n == 1));
+        // A count of 2 fills in 300 µs: after `PROBE_AFTER` short launches
+        // one waits for its second event, and the fit can tell.
+        let two = sizes(2);
+        let first = two.iter().position(|&n| n == 2).unwrap();
+        assert!(
+            first <= WARM_LAUNCHES as usize + PROBE_AFTER as usize + 1,
+            "{two:?}"
+        );
     }
 
     #[test]

@@ -93,6 +93,9 @@ impl LineFit {
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct LaunchCosts {
     fit: LineFit,
+    /// The last line told apart: launches that become all of one size
+    /// (once they are full, say) cannot tell it, but it has not changed.
+    told: Option<(f64, f64)>,
 }
 
 /// Weight of a launch in [`LaunchCosts`] after each newer one.
@@ -102,19 +105,42 @@ impl LaunchCosts {
     pub(crate) fn add(&mut self, events: usize, seconds: f64) {
         self.fit.fade(LAUNCH_FADE);
         self.fit.add(events as f64, seconds);
+        if self.varied() {
+            self.told = self.fit.line();
+        }
+    }
+
+    /// The launches seen lately had sizes varied enough to tell the line.
+    fn varied(&self) -> bool {
+        let (weight, mean, variance) = self.fit.sizes();
+        weight >= 8.0 && variance >= 0.05 * mean * mean
     }
 
     /// The fixed part's share of a launch of `events` events, when the
     /// launches seen so far had sizes varied enough to tell it.
     pub(crate) fn fixed_share(&self, events: f64) -> Option<f64> {
-        let (weight, mean, variance) = self.fit.sizes();
-        if weight < 8.0 || variance < 0.05 * mean * mean {
+        if !self.varied() {
             return None;
         }
-        let (fixed, per_event) = self.fit.line()?;
-        let total = fixed + per_event * events;
-        (total > 0.0).then(|| fixed / total)
+        share(self.fit.line()?, events)
     }
+
+    /// The same by the last line told apart, once any was: launches all of
+    /// one size since keep it (the combiner's, whose full launches would
+    /// otherwise forget why they are full).
+    pub(crate) fn last_fixed_share(&self, events: f64) -> Option<f64> {
+        share(self.told?, events)
+    }
+
+    /// A launch's fixed cost by the last line told apart, in seconds.
+    pub(crate) fn last_fixed_s(&self) -> Option<f64> {
+        self.told.map(|(fixed, _)| fixed)
+    }
+}
+
+fn share((fixed, per_event): (f64, f64), events: f64) -> Option<f64> {
+    let total = fixed + per_event * events;
+    (total > 0.0).then(|| fixed / total)
 }
 
 #[cfg(test)]
@@ -135,5 +161,24 @@ mod tests {
             same.add(8, 0.002);
         }
         assert_eq!(same.fixed_share(8.0), None);
+        assert_eq!(same.last_fixed_share(8.0), None);
+    }
+
+    #[test]
+    fn the_last_line_told_apart_outlives_launches_of_one_size() {
+        let mut costs = LaunchCosts::default();
+        for i in 0..40 {
+            costs.add(1 + i % 4, 0.001 + 1e-4 * (1 + i % 4) as f64);
+        }
+        // Then only full launches: the fit can no longer tell, the
+        // combiner still knows.
+        for _ in 0..400 {
+            costs.add(8, 0.0018);
+        }
+        assert_eq!(costs.fixed_share(8.0), None);
+        let share = costs.last_fixed_share(2.0).unwrap();
+        assert!((share - 0.001 / 0.0012).abs() < 1e-3, "{share}");
+        let fixed = costs.last_fixed_s().unwrap();
+        assert!((fixed - 0.001).abs() < 1e-6, "{fixed}");
     }
 }

@@ -56,7 +56,7 @@ mod split;
 mod stats;
 mod synthetic;
 
-pub use combine::{CombinePolicy, Combiner, FILL_TIMEOUTS};
+pub use combine::{CombinePolicy, Combiner, FILL_TIMEOUTS, PROBE_AFTER};
 pub use context::{DeviceChoice, DeviceContext, DeviceModel, DeviceOptions};
 #[cfg(feature = "cuda")]
 pub use cuda::{CudaDevice, cuda_present};

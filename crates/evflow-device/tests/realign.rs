@@ -6,7 +6,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use evflow_device::{CombinePolicy, Combiner, FILL_TIMEOUTS};
+use evflow_device::{CombinePolicy, Combiner, FILL_TIMEOUTS, PROBE_AFTER};
 use rand::{Rng, SeedableRng};
 
 const SLOTS: usize = 8;
@@ -15,6 +15,13 @@ const TIMEOUT_S: f64 = 200e-6;
 /// A launch: 2 ms of fixed cost, 1 µs per event.
 const FIXED_S: f64 = 2e-3;
 const PER_EVENT_S: f64 = 1e-6;
+/// The longest a batch may gather: [`FILL_TIMEOUTS`] time-outs, or a
+/// launch's fixed cost when that is longer (the fit's, exact here).
+const MAX_WAIT_S: f64 = if FILL_TIMEOUTS * TIMEOUT_S > FIXED_S {
+    FILL_TIMEOUTS * TIMEOUT_S
+} else {
+    FIXED_S
+};
 
 /// What happened: each launch's size, start and end, the launches an idle
 /// engine started, and when the last event reached the device module.
@@ -53,8 +60,8 @@ impl Ord for T {
 /// it waits in the combiner; a landing frees its events' slots. The engine
 /// is idle when no host work is left (every event in flight waits on the
 /// device). Checks on the way that no event is held hostage: a batch leaves
-/// by the longest time-out ([`FILL_TIMEOUTS`]) after its oldest event
-/// arrived or after the landing of the last launch on the device then.
+/// by the longest wait ([`MAX_WAIT_S`]) after its oldest event arrived or
+/// after the landing of the last launch on the device then.
 fn run(hold: bool, events: u64, host_s: impl Fn(u64) -> f64) -> Job {
     let mut c: Combiner<u64> = Combiner::new(CombinePolicy {
         max_events: SLOTS,
@@ -111,7 +118,7 @@ fn run(hold: bool, events: u64, host_s: impl Fn(u64) -> f64) -> Job {
                 if kind == 0 {
                     job.last_arrival = now;
                     if c.is_empty() {
-                        bound = now.max(device_free) + FILL_TIMEOUTS * TIMEOUT_S;
+                        bound = now.max(device_free) + MAX_WAIT_S + 1e-9;
                     }
                     if let Some(b) = c.push(now, items[0]) {
                         launch(now, b, &mut heap, &mut job, &mut device_free, bound);
@@ -275,9 +282,20 @@ fn the_time_out_of_a_batch_of_mostly_fixed_cost_is_its_fill_time_bounded() {
     let c = fitted(policy, 300e-6, PER_EVENT_S);
     assert!((c.timeout() - 450e-6).abs() < 1e-9, "{}", c.timeout());
     assert!((c.deadline().unwrap() - (2.0 + 450e-6)).abs() < 1e-9);
-    // Bounded by a few time-outs whatever the fill.
+    // Bounded by a few time-outs, or a launch's fixed cost when longer,
+    // whatever the fill.
     let slow = fitted(policy, 0.1, PER_EVENT_S);
-    assert!((slow.timeout() - FILL_TIMEOUTS * TIMEOUT_S).abs() < 1e-12);
+    assert!(
+        (slow.timeout() - MAX_WAIT_S).abs() < 1e-9,
+        "{}",
+        slow.timeout()
+    );
+    let short = CombinePolicy {
+        timeout_s: 1e-3,
+        ..policy
+    };
+    let five = fitted(short, 0.1, PER_EVENT_S).timeout();
+    assert!((five - FILL_TIMEOUTS * 1e-3).abs() < 1e-12, "{five}");
     // Launches whose time is mostly their size keep the policy's time-out.
     let bytes = fitted(policy, 300e-6, 10e-3);
     assert_eq!(bytes.timeout(), TIMEOUT_S);
@@ -293,4 +311,69 @@ fn the_time_out_of_a_batch_of_mostly_fixed_cost_is_its_fill_time_bounded() {
         ..policy
     };
     assert_eq!(fitted(limited, 300e-6, PER_EVENT_S).timeout(), TIMEOUT_S);
+}
+
+/// Events per launch and the job's events/s, all launches but the last.
+fn rate(job: &Job) -> (f64, f64) {
+    let n = job.sizes.len() - 1;
+    let events: usize = job.sizes[..n].iter().sum();
+    (events as f64 / n as f64, events as f64 / job.ends[n - 1])
+}
+
+#[test]
+fn launches_all_of_one_size_probe_for_full_ones() {
+    // 200 µs of host work per event: 4 events come back within the
+    // time-out, every time, so every launch has 4 and the fit cannot tell
+    // their fixed cost: neither re-alignment nor the time-out that follows
+    // the fill engaged. A probe every few short launches waits for a full
+    // one; then the fit tells, and launches stay full.
+    let plain = run(false, 4000, |_| 200e-6);
+    let n = plain.sizes.len() - 1;
+    assert!(
+        plain.sizes[..n].iter().all(|&s| s == 4),
+        "{:?}",
+        plain.sizes
+    );
+    let held = run(true, 4000, |_| 200e-6);
+    let n = held.sizes.len() - 1;
+    let full = held.sizes.iter().position(|&s| s == SLOTS).unwrap();
+    assert!(full <= PROBE_AFTER as usize + 1, "{:?}", held.sizes);
+    assert!(
+        held.sizes[40..n].iter().all(|&s| s == SLOTS),
+        "{:?}",
+        held.sizes
+    );
+    let ((_, slow), (_, fast)) = (rate(&plain), rate(&held));
+    assert!(fast > 1.35 * slow, "{fast} ev/s vs {slow} ev/s");
+}
+
+#[test]
+fn fills_longer_than_five_time_outs_reach_full_launches() {
+    // 400 µs of host work per event: a full batch takes 1.2 ms from its
+    // first event, beyond 5 time-outs (1 ms), so the time-out that follows
+    // the fill could not wait for it; a launch's fixed cost (2 ms) bounds
+    // the wait instead, and launches are full.
+    let plain = run(false, 3000, |_| 400e-6);
+    let held = run(true, 3000, |_| 400e-6);
+    let n = held.sizes.len() - 1;
+    assert!(
+        held.sizes[40..n].iter().all(|&s| s == SLOTS),
+        "{:?}",
+        held.sizes
+    );
+    let ((_, slow), (_, fast)) = (rate(&plain), rate(&held));
+    assert!(fast > 1.8 * slow, "{fast} ev/s vs {slow} ev/s");
+}
+
+#[test]
+fn probes_that_cannot_fill_cost_little() {
+    // 3 ms of host work per event: no batch fills within the longest wait,
+    // so probes keep failing; one batch in `PROBE_AFTER + 1` waits longer,
+    // bounded (checked in `run`), and the job loses little.
+    for host in [3e-3, 1e-3] {
+        let plain = run(false, 1000, |_| host);
+        let held = run(true, 1000, |_| host);
+        let ((_, slow), (_, probed)) = (rate(&plain), rate(&held));
+        assert!(probed > 0.9 * slow, "{probed} ev/s vs {slow} ev/s");
+    }
 }

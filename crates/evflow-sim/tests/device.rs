@@ -417,6 +417,12 @@ fn the_planner_times_a_device_module_on_both_sides_as_a_run() {
 /// ± 50 %), on 2 cores with 8 events in flight and a 2 ms launch: the
 /// simulated run's device figures.
 fn jittered_device_only(hold_small_launches: bool) -> DeviceModuleReport {
+    let raw = Timing::constant(50e-6, Work::Sleep).with_jitter(0.5, 7);
+    device_only_behind(raw, hold_small_launches)
+}
+
+/// The same behind a producer of `raw`'s host time.
+fn device_only_behind(raw: Timing, hold_small_launches: bool) -> DeviceModuleReport {
     let config = EmulatedConfig {
         launch_latency_s: 2e-3,
         ..EmulatedConfig::default()
@@ -436,7 +442,6 @@ fn jittered_device_only(hold_small_launches: bool) -> DeviceModuleReport {
         .0;
     let mut p = Process::new("sim-jitter");
     p.set_source(EmptySource::new(4000));
-    let raw = Timing::constant(50e-6, Work::Sleep).with_jitter(0.5, 7);
     p.add(synthetic::producer("raw", raw, &[], &[""]));
     p.add(synthetic_device("tracks", small(1e-5), &["raw"], &[""], &ctx).unwrap());
     p.add(synthetic::analyzer("use", Timing::zero(), &["tracks"]));
@@ -473,4 +478,20 @@ fn launches_staggered_by_jitter_realign() {
         realigned.launches,
         staggered.launches
     );
+}
+
+#[test]
+fn launches_all_of_one_size_and_long_fills_reach_full_launches() {
+    // A producer of 100 µs: 4 events come back within the time-out every
+    // time, launches are all of 4 and the fit cannot tell their fixed
+    // cost; one of 200 µs: a full batch's fill (800 µs) is beyond 5
+    // time-outs with its margin. Probes for a full launch, and a wait
+    // bounded by a launch's fixed cost, take both to full launches.
+    for (raw_s, short) in [(100e-6, 4.0), (200e-6, 2.0)] {
+        let raw = || Timing::constant(raw_s, Work::Sleep);
+        let plain = device_only_behind(raw(), false);
+        assert!((plain.events_per_launch - short).abs() < 0.1, "{plain:?}");
+        let held = device_only_behind(raw(), true);
+        assert!(held.events_per_launch > 7.5, "{raw_s}: {held:?}");
+    }
 }
