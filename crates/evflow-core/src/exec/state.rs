@@ -219,9 +219,10 @@ impl Engine {
             policy: options.on_error,
             failed_events: Mutex::new(Vec::new()),
             job_error: Mutex::new(None),
-            trace: options
-                .trace
-                .then(|| super::trace::TraceBuffers::new(options.threads, k)),
+            trace: options.trace.then(|| {
+                use super::trace::TraceBuffers;
+                TraceBuffers::new(options.threads, k, TraceBuffers::CHUNK)
+            }),
             trace_names,
             start,
             progress: options.progress.clone(),

@@ -32,11 +32,38 @@ impl Track {
     }
 }
 
-type Buffer = CachePadded<Mutex<Vec<TraceSlice>>>;
+/// A buffer's slices in chunks that never move: a list that grows is
+/// copied into a larger one each time it fills, and the copies it leaves
+/// behind may stay resident (measured: one list of a 1.47 M-slice trace
+/// held 1.7 times the slices' size at the job's end).
+#[derive(Default)]
+struct Chunks {
+    full: Vec<Vec<TraceSlice>>,
+    current: Vec<TraceSlice>,
+}
+
+impl Chunks {
+    /// The first chunk's slices; each next chunk is twice as large, up to
+    /// the buffers' chunk size (short jobs' traces stay small).
+    const FIRST: usize = 256;
+
+    fn push(&mut self, slice: TraceSlice, chunk: usize) {
+        if self.current.len() == self.current.capacity() {
+            let size = (self.current.capacity() * 2).clamp(Self::FIRST.min(chunk), chunk);
+            let full = std::mem::replace(&mut self.current, Vec::with_capacity(size));
+            if !full.is_empty() {
+                self.full.push(full);
+            }
+        }
+        self.current.push(slice);
+    }
+}
+
+type Buffer = CachePadded<Mutex<Chunks>>;
 
 /// A buffer's slices, also after a panic while it was locked (a push does
 /// not leave the list inconsistent).
-fn lock(buffer: &Buffer) -> std::sync::MutexGuard<'_, Vec<TraceSlice>> {
+fn lock(buffer: &Buffer) -> std::sync::MutexGuard<'_, Chunks> {
     buffer.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -46,14 +73,21 @@ fn lock(buffer: &Buffer) -> std::sync::MutexGuard<'_, Vec<TraceSlice>> {
 pub(super) struct TraceBuffers {
     workers: Vec<Buffer>,
     waits: Vec<Buffer>,
+    /// Slices per chunk of a buffer (at most).
+    chunk: usize,
 }
 
 impl TraceBuffers {
-    pub(super) fn new(threads: usize, slots: usize) -> Self {
+    /// Chunks of 64 Ki slices (5 MiB): large enough for the system to map
+    /// each apart and return it whole when it is freed.
+    pub(super) const CHUNK: usize = 1 << 16;
+
+    pub(super) fn new(threads: usize, slots: usize, chunk: usize) -> Self {
         let buffers = |n: usize| (0..n.max(1)).map(|_| Buffer::default()).collect();
         Self {
             workers: buffers(threads),
             waits: buffers(slots),
+            chunk: chunk.max(1),
         }
     }
 
@@ -62,29 +96,24 @@ impl TraceBuffers {
             Track::Worker(t) => &self.workers[t % self.workers.len()],
             Track::Wait(s) => &self.waits[s % self.waits.len()],
         };
-        lock(buffer).push(slice);
+        lock(buffer).push(slice, self.chunk);
     }
 
     /// Empties the buffers into one list, in [`TraceSlice::cmp_start`]
     /// order: the same for the same slices whichever thread recorded them
     /// when.
     pub(super) fn take(&self) -> Vec<TraceSlice> {
-        let mut buffers: Vec<Vec<TraceSlice>> = self
-            .workers
-            .iter()
-            .chain(&self.waits)
-            .map(|b| std::mem::take(&mut *lock(b)))
-            .collect();
-        // The largest buffer grows to hold the others (a large allocation
-        // grows in place: its pages are remapped, not copied), and each
-        // other is freed once moved: the slices are never held twice.
-        buffers.sort_by_key(|b| std::cmp::Reverse(b.len()));
-        let total = buffers.iter().map(Vec::len).sum::<usize>();
-        let mut buffers = buffers.into_iter();
-        let mut merged = buffers.next().unwrap_or_default();
-        merged.reserve_exact(total - merged.len());
-        for mut buffer in buffers {
-            merged.append(&mut buffer);
+        let mut chunks = Vec::new();
+        for buffer in self.workers.iter().chain(&self.waits) {
+            let Chunks { full, current } = std::mem::take(&mut *lock(buffer));
+            chunks.extend(full);
+            chunks.push(current);
+        }
+        // The list is allocated once, whole, and each chunk freed as soon
+        // as it is moved in: the slices are held about once, never twice.
+        let mut merged = Vec::with_capacity(chunks.iter().map(Vec::len).sum());
+        for chunk in chunks {
+            merged.extend(chunk);
         }
         // In place: a stable sort would allocate half the trace again.
         merged.sort_unstable_by(TraceSlice::cmp_start);
@@ -144,7 +173,8 @@ mod tests {
             for round in 0..3 {
                 // Recorded in another order, from 4 threads at once.
                 slices.shuffle(&mut rng);
-                let buffers = TraceBuffers::new(4, 3);
+                // Chunks of a few slices: many chunks, some partly full.
+                let buffers = TraceBuffers::new(4, 3, 1 + round * 7);
                 std::thread::scope(|scope| {
                     for part in slices.chunks(slices.len() / 4 + 1) {
                         let buffers = &buffers;
