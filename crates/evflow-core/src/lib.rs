@@ -106,8 +106,8 @@ pub use options::{
 };
 pub use process::{CostModel, DecisionModel, ModuleDesc, PathDesc, Process};
 pub use report::{
-    ChromeTrace, FailedEvent, ModuleReport, PathReport, Report, Stall, SteadyRate, StepReport,
-    TraceSlice,
+    ChromeTrace, EXTERNAL_WAIT_TRACKS, FailedEvent, ModuleReport, PathReport, Report, Stall,
+    SteadyRate, StepReport, TraceSlice,
 };
 pub use schedule::OrderChange;
 pub use source::{EmptySource, Source, SourceProducts};

@@ -44,6 +44,9 @@ pub struct Report {
     pub orderings: Vec<crate::schedule::OrderChange>,
     /// Number of module executions.
     pub module_executions: u64,
+    /// Every module execution, source read, transition, external-work
+    /// wait and admission wait of a job run with `trace`: complete, in
+    /// [`TraceSlice::cmp_start`] order.
     #[serde(skip)]
     pub trace: Vec<TraceSlice>,
 }
@@ -161,10 +164,32 @@ pub struct TraceSlice {
     /// "module", "wait" (external work), "queued" (waiting for admission),
     /// "source" or "transition".
     pub category: &'static str,
+    /// The track: a worker thread, or from [`EXTERNAL_WAIT_TRACKS`] on, the
+    /// external-work waits of an event slot.
     pub thread: usize,
     pub event: Option<EventId>,
     pub start_us: f64,
     pub duration_us: f64,
+}
+
+/// Tracks of external-work waits are numbered from here on, one per event
+/// slot, apart from the worker threads.
+pub const EXTERNAL_WAIT_TRACKS: usize = 1000;
+
+impl TraceSlice {
+    /// The order of a job's trace: by start, then track, then end, then
+    /// what the slice is of. Slices that start together on one track (a
+    /// zero-length one) are still ordered, so that a trace's order depends
+    /// on its slices only, not on which thread recorded them when.
+    pub fn cmp_start(a: &TraceSlice, b: &TraceSlice) -> std::cmp::Ordering {
+        a.start_us
+            .total_cmp(&b.start_us)
+            .then(a.thread.cmp(&b.thread))
+            .then(a.duration_us.total_cmp(&b.duration_us))
+            .then(a.category.cmp(b.category))
+            .then(a.name.cmp(&b.name))
+            .then(a.event.cmp(&b.event))
+    }
 }
 
 impl Report {
@@ -189,32 +214,50 @@ impl Report {
         self.paths.iter().find(|p| p.name == name)
     }
 
-    /// Chrome trace-event JSON (loadable in Perfetto and chrome://tracing).
-    pub fn chrome_trace(&self) -> ChromeTrace {
-        let trace_events = self
-            .trace
-            .iter()
-            .map(|s| ChromeEvent {
-                name: s.name.clone(),
-                cat: s.category,
-                ph: "X",
-                ts: s.start_us,
-                dur: s.duration_us,
-                pid: 1,
-                tid: s.thread,
-                args: s.event.map(|e| ChromeArgs::Event {
-                    run: e.run,
-                    lumi: e.lumi,
-                    event: e.event,
-                }),
-            })
-            .collect::<Vec<_>>();
+    /// Chrome trace-event JSON (loadable in Perfetto and chrome://tracing),
+    /// encoded straight from the trace's slices as it is serialized: a long
+    /// trace is held once, as slices, not a second time as events.
+    pub fn chrome_trace(&self) -> ChromeTrace<'_> {
+        ChromeTrace {
+            slices: &self.trace,
+        }
+    }
+}
+
+/// The Chrome trace of a [`Report`]: serializes to
+/// `{"traceEvents": [...], "displayTimeUnit": "ms"}`, the tracks' names
+/// (metadata events) first, then a complete event (`"ph": "X"`) per slice
+/// in the trace's order.
+#[derive(Clone, Copy, Debug)]
+pub struct ChromeTrace<'a> {
+    slices: &'a [TraceSlice],
+}
+
+impl Serialize for ChromeTrace<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut trace = serializer.serialize_struct("ChromeTrace", 2)?;
+        trace.serialize_field("traceEvents", &ChromeEvents(self.slices))?;
+        trace.serialize_field("displayTimeUnit", "ms")?;
+        trace.end()
+    }
+}
+
+/// The events of a Chrome trace, made one at a time as they are written.
+struct ChromeEvents<'a>(&'a [TraceSlice]);
+
+impl Serialize for ChromeEvents<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         // Name the tracks: worker threads, and the external-work waits of
-        // each event slot (tracks from 1000 on).
-        let tracks: std::collections::BTreeSet<usize> =
-            trace_events.iter().map(|e| e.tid).collect();
+        // each event slot.
+        // Inserted one by one: collecting into a set would first gather
+        // every slice's track in a list.
+        let mut tracks = std::collections::BTreeSet::new();
+        for s in self.0 {
+            tracks.insert(s.thread);
+        }
         let names = tracks.into_iter().map(|tid| ChromeEvent {
-            name: "thread_name".into(),
+            name: "thread_name",
             cat: "__metadata",
             ph: "M",
             ts: 0.0,
@@ -222,45 +265,47 @@ impl Report {
             pid: 1,
             tid,
             args: Some(ChromeArgs::Name {
-                name: if tid >= 1000 {
-                    format!("external work, event slot {}", tid - 1000)
+                name: if tid >= EXTERNAL_WAIT_TRACKS {
+                    format!("external work, event slot {}", tid - EXTERNAL_WAIT_TRACKS)
                 } else {
                     format!("worker {tid}")
                 },
             }),
         });
-        let trace_events = names.chain(trace_events).collect();
-        ChromeTrace {
-            trace_events,
-            display_time_unit: "ms",
-        }
+        let slices = self.0.iter().map(|s| ChromeEvent {
+            name: &s.name,
+            cat: s.category,
+            ph: "X",
+            ts: s.start_us,
+            dur: s.duration_us,
+            pid: 1,
+            tid: s.thread,
+            args: s.event.map(|e| ChromeArgs::Event {
+                run: e.run,
+                lumi: e.lumi,
+                event: e.event,
+            }),
+        });
+        serializer.collect_seq(names.chain(slices))
     }
 }
 
-#[derive(Debug, Serialize)]
-pub struct ChromeTrace {
-    #[serde(rename = "traceEvents")]
-    pub trace_events: Vec<ChromeEvent>,
-    #[serde(rename = "displayTimeUnit")]
-    pub display_time_unit: &'static str,
-}
-
-#[derive(Debug, Serialize)]
-pub struct ChromeEvent {
-    pub name: Arc<str>,
-    pub cat: &'static str,
-    pub ph: &'static str,
-    pub ts: f64,
-    pub dur: f64,
-    pub pid: u32,
-    pub tid: usize,
+#[derive(Serialize)]
+struct ChromeEvent<'a> {
+    name: &'a str,
+    cat: &'a str,
+    ph: &'static str,
+    ts: f64,
+    dur: f64,
+    pid: u32,
+    tid: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub args: Option<ChromeArgs>,
+    args: Option<ChromeArgs>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Serialize)]
 #[serde(untagged)]
-pub enum ChromeArgs {
+enum ChromeArgs {
     /// The event a slice belongs to.
     Event { run: u32, lumi: u32, event: u64 },
     /// A track's name (metadata).

@@ -10,6 +10,7 @@ use std::time::Instant;
 use super::external::*;
 use super::observe::SliceName;
 use super::state::*;
+use super::trace::Track;
 use crate::error::JobError;
 use crate::event::EventData;
 use crate::graph::ModuleIdx;
@@ -71,7 +72,13 @@ impl Engine {
             }
         };
         if let Some(id) = id {
-            self.record_slice(SliceName::Source, "source", thread, Some(id), t0);
+            self.record_slice(
+                SliceName::Source,
+                "source",
+                Track::Worker(thread),
+                Some(id),
+                t0,
+            );
         }
         self.coordinator.read_done(slot, id, out, self);
     }
@@ -188,7 +195,7 @@ impl Engine {
             self.record_slice(
                 SliceName::Module(module),
                 "module",
-                thread,
+                Track::Worker(thread),
                 Some(data.id),
                 t0,
             );

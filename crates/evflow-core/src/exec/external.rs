@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use super::observe::SliceName;
 use super::state::*;
+use super::trace::Track;
 use crate::error::JobError;
 use crate::graph::ModuleIdx;
 use crate::ids::EventId;
@@ -77,8 +78,8 @@ impl Engine {
             .fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
         if self.trace.is_some() {
             // Waits get one track per event slot, apart from the worker threads.
-            let name = SliceName::Module(module);
-            self.record_interval(name, "wait", 1000 + slot, Some(id), returned, completed);
+            let (name, track) = (SliceName::Module(module), Track::Wait(slot));
+            self.record_interval(name, "wait", track, Some(id), returned, completed);
         }
         let failure = lock(&rendezvous.acquire_error)
             .take()

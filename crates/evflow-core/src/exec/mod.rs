@@ -9,7 +9,7 @@
 //! The files: `state` (the [`Engine`] a job shares between its threads),
 //! `execute` (one task), `external` (external work's rendezvous),
 //! `transitions` (job, run and luminosity-block callbacks), `observe`
-//! (stalls, trace, report), and the executors `threaded`, `shared_queue`
+//! (stalls, trace, report), `trace` (the trace's per-thread buffers), and the executors `threaded`, `shared_queue`
 //! and `sequential`.
 
 mod execute;
@@ -20,6 +20,7 @@ pub(crate) mod sequential;
 pub(crate) mod shared_queue;
 mod state;
 pub(crate) mod threaded;
+mod trace;
 mod transitions;
 
 pub(crate) use state::{Engine, Submit};

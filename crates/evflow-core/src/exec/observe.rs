@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::state::*;
+use super::trace::Track;
 use crate::graph::ModuleIdx;
 use crate::ids::EventId;
 use crate::report::{ModuleReport, PathReport, Report, Stall, StepReport, TraceSlice};
@@ -30,7 +31,8 @@ impl Engine {
         self.stats[module]
             .queue_ns
             .fetch_add(waited.as_nanos() as u64, Ordering::Relaxed);
-        self.record_slice(SliceName::Module(module), "queued", thread, Some(id), since);
+        let track = Track::Worker(thread);
+        self.record_slice(SliceName::Module(module), "queued", track, Some(id), since);
         let node = &self.graph.modules[module];
         let mut stalls = lock(&self.stalls);
         let waited_s = waited.as_secs_f64();
@@ -58,12 +60,11 @@ impl Engine {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn record_interval(
         &self,
         name: SliceName<'_>,
         category: &'static str,
-        thread: usize,
+        track: Track,
         event: Option<EventId>,
         from: Instant,
         to: Instant,
@@ -74,14 +75,17 @@ impl Engine {
                 SliceName::Source => Arc::clone(&self.trace_names[self.graph.modules.len()]),
                 SliceName::Transition(t) => Arc::from(t),
             };
-            lock(trace).push(TraceSlice {
-                name,
-                category,
-                thread,
-                event,
-                start_us: from.saturating_duration_since(self.start).as_secs_f64() * 1e6,
-                duration_us: to.saturating_duration_since(from).as_secs_f64() * 1e6,
-            });
+            trace.record(
+                track,
+                TraceSlice {
+                    name,
+                    category,
+                    thread: track.id(),
+                    event,
+                    start_us: from.saturating_duration_since(self.start).as_secs_f64() * 1e6,
+                    duration_us: to.saturating_duration_since(from).as_secs_f64() * 1e6,
+                },
+            );
         }
     }
 
@@ -90,12 +94,12 @@ impl Engine {
         &self,
         name: SliceName<'_>,
         category: &'static str,
-        thread: usize,
+        track: Track,
         event: Option<EventId>,
         t0: Instant,
     ) {
         if self.trace.is_some() {
-            self.record_interval(name, category, thread, event, t0, Instant::now());
+            self.record_interval(name, category, track, event, t0, Instant::now());
         }
     }
 
@@ -170,7 +174,7 @@ impl Engine {
             trace: self
                 .trace
                 .as_ref()
-                .map(|t| std::mem::take(&mut *lock(t)))
+                .map(super::trace::TraceBuffers::take)
                 .unwrap_or_default(),
         }
     }

@@ -15,7 +15,7 @@ use crate::event::EventData;
 use crate::graph::Graph;
 use crate::module::ModuleImpl;
 use crate::options::{ErrorPolicy, RunOptions};
-use crate::report::{FailedEvent, Stall, TraceSlice};
+use crate::report::{FailedEvent, Stall};
 use crate::schedule::{Coordinator, Task};
 use crate::source::Source;
 
@@ -125,7 +125,7 @@ pub(crate) struct Engine {
     pub(super) policy: ErrorPolicy,
     pub(super) failed_events: Mutex<Vec<FailedEvent>>,
     pub(super) job_error: Mutex<Option<JobError>>,
-    pub(super) trace: Option<Mutex<Vec<TraceSlice>>>,
+    pub(super) trace: Option<super::trace::TraceBuffers>,
     /// The modules' labels as trace slices name them (shared, not copied
     /// per slice), then "source"; empty without a trace.
     pub(super) trace_names: Vec<Arc<str>>,
@@ -219,7 +219,10 @@ impl Engine {
             policy: options.on_error,
             failed_events: Mutex::new(Vec::new()),
             job_error: Mutex::new(None),
-            trace: options.trace.then(|| Mutex::new(Vec::new())),
+            trace: options.trace.then(|| {
+                use super::trace::TraceBuffers;
+                TraceBuffers::new(options.threads, k, TraceBuffers::CHUNK)
+            }),
             trace_names,
             start,
             progress: options.progress.clone(),

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use super::observe::SliceName;
 use super::state::*;
+use super::trace::Track;
 use crate::error::JobError;
 use crate::graph::ModuleIdx;
 use crate::report::transition_name;
@@ -72,7 +73,8 @@ impl Engine {
             };
             if self.trace.is_some() {
                 let name = transition_name(t);
-                self.record_slice(SliceName::Transition(&name), "transition", thread, None, t0);
+                let track = Track::Worker(thread);
+                self.record_slice(SliceName::Transition(&name), "transition", track, None, t0);
             }
             if let Some(error) = error {
                 if !failed {
