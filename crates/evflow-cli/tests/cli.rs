@@ -784,3 +784,62 @@ fn too_many_threads_are_refused_before_the_job() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("at most 4096"), "{}", stderr(&out));
 }
+
+/// `--help` gives the memory a trace takes per module execution as the
+/// README does (it said 1 kB, the README 300 bytes), and the figure holds:
+/// tracing 150 000 executions grows the peak resident memory by about
+/// that much each (about 250 bytes measured; "about" allows 25% more, as
+/// the trace's buffers grow in steps).
+#[test]
+fn the_memory_a_trace_takes_is_what_the_help_says() {
+    let readme = include_str!("../../../README.md").replace('\n', " ");
+    let figure = "about 300 bytes each at the peak";
+    assert!(
+        readme.contains(figure),
+        "the README no longer says {figure:?}"
+    );
+    let help = stdout(&evflow(&["run", "--help"])).replace('\n', " ");
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        help.contains(figure),
+        "`evflow run --help` does not say {figure:?}"
+    );
+
+    let dir = scratch("trace-memory");
+    let config = write(
+        &dir,
+        "job.toml",
+        "[process]\nevents = 50000\n\
+         [[module]]\nlabel = \"hits\"\ntype = \"producer\"\n\
+         [[module]]\nlabel = \"tracks\"\ntype = \"producer\"\nconsumes = [\"hits\"]\n\
+         [[module]]\nlabel = \"sel\"\ntype = \"filter\"\nconsumes = [\"tracks\"]\n\
+         [[path]]\nname = \"p\"\nmodules = [\"sel\"]\n",
+    );
+    let peak = |trace: bool| {
+        let report = dir.join(format!("r{trace}.json"));
+        let trace_file = dir.join("t.json");
+        let mut args = vec![
+            "run".to_string(),
+            config.clone(),
+            "-j".into(),
+            "1".into(),
+            "-q".into(),
+            "--report".into(),
+            report.to_str().unwrap().into(),
+        ];
+        if trace {
+            args.extend(["--trace".into(), trace_file.to_str().unwrap().into()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = evflow(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let r = read_json(&report);
+        assert_eq!(r["module_executions"], 150_000);
+        r["peak_rss_bytes"].as_f64().unwrap()
+    };
+    let per_execution = (peak(true) - peak(false)) / 150_000.0;
+    assert!(
+        per_execution < 1.25 * 300.0,
+        "a traced execution took {per_execution:.0} bytes at the peak"
+    );
+}
