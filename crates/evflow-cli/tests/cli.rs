@@ -287,8 +287,9 @@ fn a_job_without_events_reports_zeros() {
 
 /// `evflow report`: an event the trace does not hold fails before anything
 /// is printed, naming the file and the events it holds; trace-only options
-/// on a report are refused, not ignored; the trace of a job without events
-/// is read without error.
+/// on a report are refused, not ignored, as is a `--profile-csv` that would
+/// replace the trace read or cannot be written; the trace of a job without
+/// events is read without error.
 #[test]
 fn report_options_are_checked_against_the_file() {
     let dir = scratch("inspect");
@@ -296,6 +297,7 @@ fn report_options_are_checked_against_the_file() {
     let (report, trace) = (dir.join("r.json"), dir.join("t.json"));
     let empty = dir.join("empty.json");
     let (report_s, trace_s) = (report.to_str().unwrap(), trace.to_str().unwrap());
+    let missing_dir = dir.join("none").join("p.csv").to_str().unwrap().to_string();
     for (events, t) in [("5", &trace), ("0", &empty)] {
         let out = evflow(&[
             "run",
@@ -324,6 +326,18 @@ fn report_options_are_checked_against_the_file() {
         (
             vec!["report", report_s, "--profile-csv", trace_s],
             Err(format!("{report_s}: --profile-csv applies to a trace")),
+        ),
+        // Refused before anything is read or printed: the trace stays whole
+        // (the next case reads it).
+        (
+            vec!["report", trace_s, "--profile-csv", trace_s],
+            Err(format!(
+                "--profile-csv {trace_s} is the file read: it would be overwritten"
+            )),
+        ),
+        (
+            vec!["report", trace_s, "--profile-csv", &missing_dir],
+            Err(format!("--profile-csv {missing_dir}: no directory")),
         ),
         (vec!["report", trace_s, "--event", "2"], Ok("event 2:")),
         (
