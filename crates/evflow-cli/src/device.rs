@@ -119,22 +119,24 @@ impl DeviceArgs {
         if self.device_streams == 0 {
             return Err("--device-streams must be at least 1".into());
         }
+        // Checked whatever the device: a wrong value is a mistake on the
+        // command line even where `auto` or `none` would not use it.
+        let emulated = EmulatedConfig {
+            launch_latency_s: non_negative(self.device_latency_us, "device-latency-us")? * 1e-6,
+            transfer_latency_s: non_negative(
+                self.device_transfer_latency_us,
+                "device-transfer-latency-us",
+            )? * 1e-6,
+            bandwidth_bytes_s: positive(self.device_bandwidth_gbs, "device-bandwidth-gbs")? * 1e9,
+            speedup: positive(self.device_speedup, "device-speedup")?,
+            overlap: !self.device_no_overlap,
+            ..EmulatedConfig::default()
+        };
         let choice = match self.device {
             DeviceArg::Auto => DeviceChoice::Auto,
             DeviceArg::None => DeviceChoice::None,
             DeviceArg::Cuda => DeviceChoice::Cuda,
-            DeviceArg::Emulated => DeviceChoice::Emulated(EmulatedConfig {
-                launch_latency_s: non_negative(self.device_latency_us, "device-latency-us")? * 1e-6,
-                transfer_latency_s: non_negative(
-                    self.device_transfer_latency_us,
-                    "device-transfer-latency-us",
-                )? * 1e-6,
-                bandwidth_bytes_s: positive(self.device_bandwidth_gbs, "device-bandwidth-gbs")?
-                    * 1e9,
-                speedup: positive(self.device_speedup, "device-speedup")?,
-                overlap: !self.device_no_overlap,
-                ..EmulatedConfig::default()
-            }),
+            DeviceArg::Emulated => DeviceChoice::Emulated(emulated),
         };
         let options = DeviceOptions {
             split: self.device_split,

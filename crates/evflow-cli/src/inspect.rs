@@ -23,6 +23,12 @@ pub struct ReportArgs {
 }
 
 pub fn report(args: &ReportArgs) -> Result<(), String> {
+    // Before reading: `--profile-csv` naming the trace itself replaced it
+    // with the profile.
+    crate::output_files::check_outputs(
+        &[("--profile-csv", args.profile_csv.as_deref())],
+        &[("file read", Some(&args.file))],
+    )?;
     let mut doc = read_json(&args.file)?;
     // A run's report has its device modules inside, a simulation's beside
     // the simulated job's report.
@@ -418,7 +424,8 @@ fn trace_report(slices: &[Slice], args: &ReportArgs) -> Result<(), String> {
         for (t, n) in &profile {
             csv.push_str(&format!("{:.6},{n}\n", (t - profile[0].0) / 1e3));
         }
-        std::fs::write(path, csv).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        std::fs::write(path, csv)
+            .map_err(|e| format!("--profile-csv {}: cannot write: {e}", path.display()))?;
     }
     Ok(())
 }

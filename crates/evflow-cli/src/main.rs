@@ -41,7 +41,16 @@ enum Command {
     #[command(allow_negative_numbers = true)]
     Run(RunArgs),
     /// Predict a job's throughput on a machine with N cores, with the engine's own scheduling decisions.
-    #[command(allow_negative_numbers = true)]
+    // The shared CONFIG help tells of Python analyses, which only `run` takes.
+    #[command(
+        allow_negative_numbers = true,
+        mut_arg("config", |a| a
+            .help("The process configuration (.toml, or a CMS task-queue .config/.json)")
+            .long_help(
+                "The process configuration (.toml, or a CMS task-queue .config/.json). \
+                 A Python analysis (.py) runs with `evflow run`, not simulated"
+            ))
+    )]
     Simulate(simulate::SimulateArgs),
     /// Read a report or trace written by `evflow run` (or a report of `evflow simulate`) and print where the time went.
     Report(inspect::ReportArgs),
@@ -269,7 +278,8 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value = "fail")]
     pub on_error: OnErrorArg,
     /// Write a Chrome trace-event JSON (for Perfetto) here (every module
-    /// execution, kept in memory to the end: about 1 kB each).
+    /// execution, kept in memory to the end: about 300 bytes each at the
+    /// peak).
     #[arg(long)]
     pub trace: Option<PathBuf>,
 }

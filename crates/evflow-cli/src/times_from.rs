@@ -145,8 +145,18 @@ fn mean_per_call(
     time_key: &str,
     at: &str,
 ) -> Result<Option<f64>, String> {
-    let calls = figure(entry, calls_key, at)?.unwrap_or(0.0);
+    let calls = figure(entry, calls_key, at)?;
     let seconds = figure(entry, time_key, at)?;
+    // Time without calls is a damaged report, not a module that never ran.
+    let calls = match (calls, seconds) {
+        (Some(calls), _) => calls,
+        (None, Some(seconds)) => {
+            return Err(format!(
+                "{at}: '{calls_key}' is missing ('{time_key}' is {seconds} s)"
+            ));
+        }
+        (None, None) => 0.0,
+    };
     if calls.fract() != 0.0 {
         return Err(format!(
             "{at}: '{calls_key}' must be a whole number, not {calls}"
@@ -217,8 +227,16 @@ pub fn mean_module_times(path: &Path) -> Result<ModuleTimes, String> {
             times.insert(name, mean);
         }
     } else if let Some(modules) = doc.get("modules").and_then(Value::as_array) {
+        let mut seen = HashSet::new();
         for (i, m) in modules.iter().enumerate() {
             let label = label_of(m, "modules", i)?;
+            // Two entries would leave the mean to whichever came last.
+            if !seen.insert(label.clone()) {
+                return Err(format!(
+                    "{}: modules[{i}]: is named twice in the report",
+                    at("module", &label)
+                ));
+            }
             if let Some(mean) = mean_per_call(m, "calls", "run_s", &at("module", &label))? {
                 times.insert(label, mean);
             }

@@ -419,3 +419,20 @@ fn events_in_flight_beyond_the_events_are_not_counted() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(read_json(&report)["events_in_flight"], 20);
 }
+
+/// `simulate --help` does not offer Python analyses, which only `run` takes
+/// (the help shared with `run` said `evflow run ANALYSIS.py` runs one
+/// "instead", under `simulate`).
+#[test]
+fn simulate_help_does_not_offer_python_analyses() {
+    for flag in ["--help", "-h"] {
+        let help = stdout(&evflow(&["simulate", flag]));
+        assert!(help.contains("<CONFIG>"), "{help}");
+        assert!(!help.contains("ANALYSIS.py"), "simulate {flag}: {help}");
+    }
+    let help = stdout(&evflow(&["run", "--help"]));
+    assert!(
+        help.contains("`evflow run ANALYSIS.py` runs a Python analysis"),
+        "{help}"
+    );
+}

@@ -172,6 +172,33 @@ fn device_options_beyond_any_clock_are_refused_by_name() {
     assert!(out.status.success(), "{}", stderr(&out));
 }
 
+/// The emulated device's options are checked whatever `--device` says: a
+/// bad value given with `auto` or `none` used to be dropped in silence.
+#[test]
+fn emulated_device_options_are_checked_whatever_the_device() {
+    let config = example();
+    for device in ["auto", "none", "emulated"] {
+        for (option, value) in [
+            ("--device-bandwidth-gbs", "0"),
+            ("--device-speedup", "-1"),
+            ("--device-latency-us", "-5"),
+            ("--device-transfer-latency-us", "nan"),
+        ] {
+            let arg = format!("{option}={value}");
+            let out = evflow(&["run", &config, "--device", device, "-n", "0", "-q", &arg]);
+            let err = stderr(&out);
+            assert!(
+                !out.status.success(),
+                "--device {device} {option} {value} was accepted"
+            );
+            assert!(
+                err.contains(&format!("{option} must be")),
+                "--device {device} {option} {value}: {err}"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_serial_or_exclusive_device_module_does_not_wait_for_the_time_out() {
     // Its instance is kept during the external work, so a batch cannot

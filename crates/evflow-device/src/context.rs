@@ -111,6 +111,9 @@ struct Inner {
     device: Option<Arc<dyn Device>>,
     /// The emulated device's performance model, when the device is one.
     emulated: Option<EmulatedConfig>,
+    /// Why `auto` fell back to the host, for the error of a module that
+    /// needs a device.
+    fallback: Option<String>,
     models: Mutex<Vec<DeviceModel>>,
     /// Shared with the modules, which read it when the job begins.
     options: Arc<Mutex<DeviceOptions>>,
@@ -139,10 +142,20 @@ impl DeviceContext {
         emulated: Option<EmulatedConfig>,
         options: DeviceOptions,
     ) -> Self {
+        Self::build_with(device, emulated, None, options)
+    }
+
+    fn build_with(
+        device: Option<Arc<dyn Device>>,
+        emulated: Option<EmulatedConfig>,
+        fallback: Option<String>,
+        options: DeviceOptions,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 device,
                 emulated,
+                fallback,
                 models: Mutex::new(Vec::new()),
                 options: Arc::new(Mutex::new(options)),
                 reports: Mutex::new(Vec::new()),
@@ -173,7 +186,8 @@ impl DeviceContext {
                 Ok(device) => Ok((Self::with_device(Some(device), options), None)),
                 Err(reason) => {
                     let notice = format!("no device: device modules run on the host ({reason})");
-                    Ok((Self::host_only(options), Some(notice)))
+                    let context = Self::build_with(None, None, Some(reason.to_string()), options);
+                    Ok((context, Some(notice)))
                 }
             },
         }
@@ -181,6 +195,12 @@ impl DeviceContext {
 
     pub fn device(&self) -> Option<&Arc<dyn Device>> {
         self.inner.device.as_ref()
+    }
+
+    /// Why the automatic choice found no device, when it fell back to the
+    /// host.
+    pub fn fallback(&self) -> Option<&str> {
+        self.inner.fallback.as_deref()
     }
 
     /// The device's name, or `host` without one.

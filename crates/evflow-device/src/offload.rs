@@ -344,7 +344,17 @@ pub fn offload(
     if context.device().is_none() && !module.has_host() {
         return Err(DeviceError::Unavailable {
             device: context.device_name(),
-            reason: format!("module '{label}' has no host implementation and needs a device"),
+            reason: match context.fallback() {
+                // Say that none was found, not only that none is there: the
+                // user asked for none explicitly, or the automatic choice
+                // looked and failed, and the remedies differ.
+                Some(why) => format!(
+                    "module '{label}' has no host implementation and needs a device; the \
+                     automatic choice found none ({why}): ask for the emulated device to run \
+                     it without one"
+                ),
+                None => format!("module '{label}' has no host implementation and needs a device"),
+            },
         });
     }
     if let Some(device) = context.device() {

@@ -138,6 +138,25 @@ fn device_only_module_runs_on_the_device_and_needs_one() {
             .contains("'tracks' has no host implementation"),
         "{err}"
     );
+    // When the automatic choice found no device, the error says so and
+    // why, and names the remedy (a build with a usable GPU has nothing to
+    // say here).
+    let (auto, notice) =
+        DeviceContext::open(&DeviceChoice::Auto, DeviceOptions::default()).unwrap();
+    if auto.device().is_none() {
+        let why = auto.fallback().expect("the fallback's reason").to_string();
+        assert!(notice.unwrap().contains(&why));
+        let err = synthetic_device("tracks", spec(false), &[], &[""], &auto)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains(&format!("the automatic choice found none ({why})"))
+                && err.contains("ask for the emulated device"),
+            "{err}"
+        );
+    }
+    assert_eq!(host.fallback(), None);
 }
 
 #[test]

@@ -347,6 +347,7 @@ fn simulate_times_from_refuses_bad_measurements() {
             "'calls' must be a whole number, not 1.5",
         ),
         (r#""calls": 40"#, "'run_s' is missing (40 calls)"),
+        (r#""run_s": 0.5"#, "'calls' is missing ('run_s' is 0.5 s)"),
         (
             r#""calls": 2, "run_s": 1e300"#,
             "'run_s' / 'calls' is 5e299 s per call, beyond 1e6 s",
@@ -374,6 +375,23 @@ fn simulate_times_from_refuses_bad_measurements() {
         );
         assert!(stdout(&out).is_empty(), "{figures}: {}", stdout(&out));
     }
+    // A module named twice: which mean would hold is not for the order of
+    // the entries to decide.
+    let report = write(
+        &dir,
+        "twice.json",
+        r#"{"modules": [{"label": "ser", "calls": 40, "run_s": 0.08},
+            {"label": "ser", "calls": 40, "run_s": 0.8}]}"#,
+    );
+    let out = evflow(&["simulate", &config, "--times-from", &report]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(&format!(
+            "--times-from {report}: module 'ser': modules[1]: is named twice in the report"
+        )),
+        "{}",
+        stderr(&out)
+    );
     // The same of a device module's host figures.
     let report = write(
         &dir,
