@@ -314,7 +314,7 @@ fn main() -> ExitCode {
     } else {
         match Cli::parse().command {
             Command::Run(args) => run::run(&args),
-            Command::Simulate(args) => simulate::simulate(&args).map(|()| ExitCode::SUCCESS),
+            Command::Simulate(args) => simulate::simulate(&args),
             Command::Report(args) => inspect::report(&args).map(|()| ExitCode::SUCCESS),
         }
     };

@@ -1,6 +1,7 @@
 //! `evflow simulate`: predicted throughput on a machine we do not have.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use crate::WorkloadArgs;
 use crate::output_files::write_json;
@@ -30,7 +31,7 @@ pub struct SimulateArgs {
 /// beyond any scheduler (a few hundred ns are measured).
 const MAX_OVERHEAD_NS: f64 = 1e9;
 
-pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
+pub fn simulate(args: &SimulateArgs) -> Result<ExitCode, String> {
     if !(0.0..=MAX_OVERHEAD_NS).contains(&args.overhead_ns) {
         return Err(format!(
             "--overhead-ns must be a number from 0 to {MAX_OVERHEAD_NS:e} (1 s per module \
@@ -101,6 +102,9 @@ pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
         devices: loaded.devices.clone(),
         concurrent_lumis: workload.concurrent_lumis,
         device_launches,
+        // Ctrl-C stops a long simulation as it stops a run: the events
+        // simulated so far are reported, marked interrupted.
+        stop: Some(crate::signals::stop_on_signals()?),
     };
     if let Some(devices) = &loaded.devices {
         devices.set_options(evflow_device::DeviceOptions {
@@ -117,7 +121,15 @@ pub fn simulate(args: &SimulateArgs) -> Result<(), String> {
     if !workload.quiet {
         print(&sim);
     }
-    Ok(())
+    if sim.report.interrupted {
+        eprintln!(
+            "evflow: interrupted: the simulation stopped reading after {} events; the events in \
+             flight finished",
+            sim.report.events
+        );
+        return Ok(ExitCode::from(crate::signals::EXIT_INTERRUPTED));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// An upper bound on throughput, 12 characters wide; none when nothing limits it.

@@ -342,3 +342,35 @@ fn second_signal_while_the_trace_is_written_leaves_no_file_behind() {
     assert!(!trace.exists(), "the trace was written after the abort");
     assert_eq!(read_json(&report)["interrupted"], true);
 }
+
+/// `evflow simulate` of a long job stops on a first signal as a run does:
+/// the events simulated so far are reported, marked interrupted, and the
+/// exit status says so (before, it ran the whole job and said nothing).
+#[test]
+fn a_signal_stops_a_simulation_gracefully() {
+    let dir = scratch("sigint-simulate");
+    let config = write(&dir, "endless.toml", &endless(0.001));
+    let report = dir.join("s.json");
+    let child = Command::new(env!("CARGO_BIN_EXE_evflow"))
+        .args(["simulate", &config, "--cores", "4", "--quiet", "--report"])
+        .arg(&report)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the evflow binary runs");
+    // The handlers are installed (and their thread started) just before
+    // the simulation starts.
+    wait_until_running(child.id(), 1);
+    send(child.id(), "-INT");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(stderr(&out).contains("interrupted"), "{}", stderr(&out));
+    let doc = &read_json(&report)["report"];
+    assert_eq!(doc["interrupted"], true);
+    let events = doc["events"].as_u64().unwrap();
+    assert!(events < 1_000_000, "{events}");
+    // Every event counted was simulated through the whole graph.
+    for m in doc["modules"].as_array().unwrap() {
+        assert_eq!(m["calls"].as_u64(), Some(events), "{m}");
+    }
+}

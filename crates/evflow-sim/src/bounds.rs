@@ -67,6 +67,7 @@ pub(crate) fn compute(
         devices: None,
         concurrent_lumis: options.concurrent_lumis,
         device_launches: Default::default(),
+        stop: None,
     };
     let model = Model {
         costs: model_costs.costs.clone(),

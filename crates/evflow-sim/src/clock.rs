@@ -124,12 +124,15 @@ pub(crate) fn run_on<Q: Queues>(
     options: &SimOptions,
 ) -> Result<ClockRun, RunError> {
     let k = options.events_in_flight;
-    let coordinator = Coordinator::new(
+    let mut coordinator = Coordinator::new(
         graph.clone(),
         k,
         options.planner.as_ref().map(|make| make(&graph)),
     )
     .with_concurrent_lumis(options.concurrent_lumis);
+    if let Some(stop) = &options.stop {
+        coordinator = coordinator.with_stop(stop.clone());
+    }
     let tally = Tally {
         graph: graph.clone(),
         now: std::cell::Cell::new(0.0),

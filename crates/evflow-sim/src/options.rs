@@ -26,6 +26,10 @@ pub struct SimOptions {
     /// they are simulated on a device even when `devices` has none (the
     /// run's GPU, simulated on a machine without one).
     pub device_launches: std::collections::HashMap<String, evflow_device::LaunchModel>,
+    /// A graceful stop request (Ctrl-C): no further event is read, the
+    /// events in flight finish, and the report says `interrupted`. It is
+    /// checked against real time, so a simulation it stops depends on when.
+    pub stop: Option<evflow_core::StopHandle>,
 }
 
 impl std::fmt::Debug for SimOptions {
@@ -37,6 +41,7 @@ impl std::fmt::Debug for SimOptions {
             .field("read_s", &self.read_s)
             .field("concurrent_lumis", &self.concurrent_lumis)
             .field("device_launches", &self.device_launches)
+            .field("stop", &self.stop)
             .finish()
     }
 }
@@ -53,6 +58,7 @@ impl Default for SimOptions {
             devices: None,
             concurrent_lumis: evflow_core::DEFAULT_CONCURRENT_LUMIS,
             device_launches: std::collections::HashMap::new(),
+            stop: None,
         }
     }
 }
