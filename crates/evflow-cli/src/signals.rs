@@ -1,4 +1,4 @@
-//! SIGINT / SIGTERM during `evflow run`: the first asks the job to stop
+//! SIGINT / SIGTERM during `evflow run` or `evflow simulate`: the first asks the job to stop
 //! gracefully (no further event is read, the events in flight finish, the
 //! end transitions run, the report is written and marked interrupted); a
 //! later one ends the process at once.
