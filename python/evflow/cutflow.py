@@ -450,7 +450,8 @@ def _why(
     def when(change: dict[str, Any]) -> str:
         # A distributed run's changes count the batches of their chunk.
         chunk = f" of chunk {change['chunk']}" if "chunk" in change else ""
-        return f"after {change['at_event']} batches{chunk}"
+        n = change["at_event"]
+        return f"after {n} {'batch' if n == 1 else 'batches'}{chunk}"
 
     to_ran = [c for c in changes if names(c)[: len(ran)] == ran]
     later = ""

@@ -32,7 +32,7 @@ def test_a_change_after_the_last_batch_is_not_the_reason_of_the_order_that_ran()
     )
     assert path.order == ["c", "a", "b"]
     assert path.why.startswith("adaptive: chosen after 0 batches: first probe"), path.why
-    assert "later change after 1 batches, to c > b > a, ran on fewer batches" in path.why
+    assert "later change after 1 batch, to c > b > a, ran on fewer batches" in path.why
 
 
 def test_the_written_order_that_most_batches_ran_is_said_to_be_kept() -> None:
@@ -45,7 +45,7 @@ def test_the_written_order_that_most_batches_ran_is_said_to_be_kept() -> None:
 def test_the_last_change_explains_the_order_when_most_batches_ran_it() -> None:
     path = _cutflow([[0, 1, 2], [2, 1, 0], [2, 1, 0]], [_change(1, ["c", "b", "a"], "the reason")])
     assert path.order == ["c", "b", "a"]
-    assert path.why == "adaptive: chosen after 1 batches: the reason"
+    assert path.why == "adaptive: chosen after 1 batch: the reason"
 
 
 def test_a_filter_on_several_paths_is_matched_by_its_name() -> None:
