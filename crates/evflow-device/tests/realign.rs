@@ -34,24 +34,11 @@ struct Job {
     last_arrival: f64,
 }
 
-/// A time, ordered (never NaN here).
-#[derive(Clone, Copy)]
-struct T(f64);
-impl PartialEq for T {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.total_cmp(&other.0).is_eq()
-    }
-}
-impl Eq for T {}
-impl PartialOrd for T {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for T {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&other.0)
-    }
+/// A time as a heap key: for times ≥ 0 (all of them here) the bits of an
+/// `f64` order as its values do.
+fn key(t: f64) -> u64 {
+    debug_assert!(t >= 0.0);
+    t.to_bits()
 }
 
 /// Runs `events` events through `SLOTS` slots: an event's host work (read,
@@ -71,7 +58,7 @@ fn run(hold: bool, events: u64, host_s: impl Fn(u64) -> f64) -> Job {
     })
     .with_parallel_launches(3);
     // (time, 0: arrival of event / 1: landing of a launch's events)
-    let mut heap: BinaryHeap<Reverse<(T, u8, Vec<u64>)>> = BinaryHeap::new();
+    let mut heap: BinaryHeap<Reverse<(u64, u8, Vec<u64>)>> = BinaryHeap::new();
     let mut threads = [0.0f64; THREADS];
     let mut next_event = 0u64;
     let (mut device_free, mut bound) = (0.0f64, f64::INFINITY);
@@ -81,7 +68,7 @@ fn run(hold: bool, events: u64, host_s: impl Fn(u64) -> f64) -> Job {
         if *next_event < events {
             let t = threads.iter_mut().min_by(|a, b| a.total_cmp(b)).unwrap();
             *t = t.max(now) + host_s(*next_event);
-            heap.push(Reverse((T(*t), 0, vec![*next_event])));
+            heap.push(Reverse((key(*t), 0, vec![*next_event])));
             *next_event += 1;
         }
     };
@@ -100,12 +87,12 @@ fn run(hold: bool, events: u64, host_s: impl Fn(u64) -> f64) -> Job {
         job.sizes.push(batch.len());
         job.starts.push(now);
         job.ends.push(end);
-        heap.push(Reverse((T(end), 1, batch)));
+        heap.push(Reverse((key(end), 1, batch)));
     };
     let mut now = 0.0;
     loop {
         let deadline = c.deadline().filter(|_| !c.held());
-        let next = heap.peek().map(|Reverse((T(t), _, _))| *t);
+        let next = heap.peek().map(|Reverse((t, _, _))| f64::from_bits(*t));
         match (next, deadline) {
             (_, Some(d)) if next.is_none_or(|t| d < t) => {
                 now = d;
@@ -113,8 +100,8 @@ fn run(hold: bool, events: u64, host_s: impl Fn(u64) -> f64) -> Job {
                 launch(now, batch, &mut heap, &mut job, &mut device_free, bound);
             }
             (Some(_), _) => {
-                let Reverse((T(t), kind, items)) = heap.pop().unwrap();
-                now = t;
+                let Reverse((t, kind, items)) = heap.pop().unwrap();
+                now = f64::from_bits(t);
                 if kind == 0 {
                     job.last_arrival = now;
                     if c.is_empty() {
