@@ -4,9 +4,11 @@ A filter listed on several paths is one engine module per path, labelled
 ``FILTER@PATH`` (each occurrence narrows its own path's selection). The
 cut-flow names it ``FILTER`` on each of its paths; the report's entries that
 belong to one path (``orderings``, ``paths[].filters``) name it the same way,
-their path being the entry's own ``path`` / ``name`` field. The per-module
-entries (``modules``, errors, the trace) keep the engine's label: there the
-occurrences are distinct modules.
+their path being the entry's own ``path`` / ``name`` field. ``modules`` has
+one entry per filter label, as the core ``evflow run`` report has for a
+filter on several paths, with its calls and times summed over its
+occurrences and, per path, the occurrence's own (``paths``). Errors and the
+trace keep the engine's label: there one occurrence ran.
 """
 
 from __future__ import annotations
@@ -25,9 +27,13 @@ def user_labels(report: dict[str, Any], engine_label: Mapping[tuple[str, str], s
     engine labels replaced by the filters' labels; ``engine_label`` maps
     ``(path, filter label)`` to the engine's label."""
     by_path: dict[str, dict[str, str]] = {}
+    occurrence: dict[str, tuple[str, str]] = {}
     for (path, label), engine in engine_label.items():
+        occurrence[engine] = (label, path)
         if engine != label:
             by_path.setdefault(path, {})[engine] = label
+    if "modules" in report:
+        report["modules"] = _modules_by_label(report["modules"], occurrence)
     if not by_path:
         return report
     for change in report.get("orderings", []):
@@ -42,6 +48,45 @@ def user_labels(report: dict[str, Any], engine_label: Mapping[tuple[str, str], s
         for f in path.get("filters", []):
             f["label"] = names.get(f["label"], f["label"])
     return report
+
+
+#: The per-module counts and times that add up over occurrences and chunks.
+MODULE_SUMS = ("calls", "run_s", "wait_s", "queue_s", "failures")
+
+
+def _modules_by_label(
+    modules: list[dict[str, Any]], occurrence: Mapping[str, tuple[str, str]]
+) -> list[dict[str, Any]]:
+    """The engine's module entries with a filter's occurrences as one entry
+    under its label, where its first occurrence was: the sums of
+    ``MODULE_SUMS`` and, in ``paths``, each occurrence's own."""
+    out: list[dict[str, Any]] = []
+    by_label: dict[str, dict[str, Any]] = {}
+    for m in modules:
+        if m.get("label") not in occurrence:
+            out.append(m)
+            continue
+        label, path = occurrence[m["label"]]
+        own = {k: m.get(k, 0) for k in MODULE_SUMS}
+        entry = by_label.get(label)
+        if entry is None:
+            entry = by_label[label] = {**m, "label": label, **dict.fromkeys(MODULE_SUMS, 0), "paths": {}}
+            out.append(entry)
+        entry["paths"][path] = own
+        for k in MODULE_SUMS:
+            entry[k] += own[k]
+    return out
+
+
+def add_module(total: dict[str, Any], part: Mapping[str, Any]) -> None:
+    """Adds a module entry of another report (a chunk's) to ``total``, the
+    entry of the same label: sums, and per path the occurrence's sums."""
+    for k in MODULE_SUMS:
+        total[k] += part.get(k, 0)
+    for path, own in (part.get("paths") or {}).items():
+        acc = total.setdefault("paths", {}).setdefault(path, dict.fromkeys(MODULE_SUMS, 0))
+        for k in MODULE_SUMS:
+            acc[k] += own.get(k, 0)
 
 
 def _renamed(text: str, names: Mapping[str, str]) -> str:

@@ -86,9 +86,10 @@ def test_paths_histograms_and_skim(tmp_path: Path) -> None:
     t = pq.read_table(skim)
     np.testing.assert_array_equal(t.column("event").to_numpy(), np.flatnonzero(ref["dimuon"]) + 1)
     assert ak.all(ak.from_arrow(t.column("Muon_pt")) == ref["cols"]["Muon_pt"][ref["dimuon"]])
-    # the filter on two paths is one engine module per path
-    labels = {m["label"] for m in r.report["modules"]}
-    assert {"low_met@dimuon", "low_met@multijet", "two_muons", "hist.MET_pt", "output0"} <= labels
+    # the filter on two paths is one module entry, its paths inside
+    modules = {m["label"]: m for m in r.report["modules"]}
+    assert {"low_met", "two_muons", "hist.MET_pt", "output0"} <= set(modules)
+    assert set(modules["low_met"]["paths"]) == {"dimuon", "multijet"}
 
 
 def test_deterministic_across_threads_and_executors(tmp_path: Path) -> None:
@@ -326,7 +327,7 @@ def test_concurrency_options_and_cutflow_repr() -> None:
     proc.path("q", [a])
     r = proc.run(threads=2)
     conc = {m["label"]: m["concurrency"] for m in r.report["modules"]}
-    assert conc["a@p"] == conc["a@q"] == "exclusive(evflow.filter.a)"
+    assert conc["a"] == "exclusive(evflow.filter.a)"
     assert conc["b"] == "exclusive(legacy)"
     text = str(r.cutflow)
     assert "path 'p'" in text and "all events" in text and "accepted" in text

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._fill import add_into
+from .._report_labels import MODULE_SUMS, add_module
 from ..errors import ConfigurationError
 from .chunks import Chunk
 
@@ -193,10 +194,12 @@ def merge_reports(
     modules: dict[str, dict[str, Any]] = {}
     for r in reports:
         for m in r.get("modules", []):
-            acc = modules.setdefault(m["label"], {**m, "calls": 0, "run_s": 0.0, "wait_s": 0.0,
-                                                   "queue_s": 0.0, "failures": 0})  # fmt: skip
-            for k in ("calls", "run_s", "wait_s", "queue_s", "failures"):
-                acc[k] += m.get(k, 0)
+            acc = modules.get(m["label"])
+            if acc is None:
+                acc = modules[m["label"]] = {**m, **dict.fromkeys(MODULE_SUMS, 0)}
+                if "paths" in m:
+                    acc["paths"] = {}
+            add_module(acc, m)
     out["modules"] = list(modules.values())
     paths: dict[str, dict[str, Any]] = {}
     for r in reports:
