@@ -561,6 +561,9 @@ def run(
             "timing": timing,
         },
     )
+    if skipped_files:
+        # Where one process lists them, so that the report reads alike.
+        report["skipped_files"] = list(skipped_files)
     cutflow = build(
         [(p.name, [f.label for f in p.filters], p.reorderable) for p in proc.paths.values()],
         merger.records,
