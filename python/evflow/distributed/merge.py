@@ -229,8 +229,9 @@ def merge_reports(
         stalls.extend(r.get("stalls", []))
     out["failed_events"] = failed
     out["orderings"] = orderings
+    # The longest waits of the whole job, as one process keeps them.
     out["stalls"] = sorted(
-        stalls, key=lambda s: -float(s.get("wait_s", 0.0)) if isinstance(s, dict) else 0.0
+        stalls, key=lambda s: -float(s.get("waited_s", 0.0)) if isinstance(s, dict) else 0.0
     )[:10]
     devices = merge_devices([r["devices"] for r in reports if r.get("devices")])
     if devices is not None:
