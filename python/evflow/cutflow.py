@@ -434,7 +434,9 @@ def _why(
     if not reorderable:
         return "not reorderable: the written order"
     if policy == "fixed":
-        return "filter_order='fixed': the written order (minimally repaired for its constraints)"
+        if ran and ran != list(written)[: len(ran)]:
+            return f"filter_order='fixed': the written order repaired for its constraints ({' > '.join(ran)})"
+        return "filter_order='fixed': the written order"
     changes = [
         c
         for c in orderings
