@@ -19,7 +19,7 @@ from ._modules import Analyzer, Filter, Producer
 from ._ordered import Commit
 from ._producer_events import mark_producer_events
 from ._progress import _Progress
-from ._report_labels import user_labels, user_name
+from ._report_labels import user_error, user_labels, user_name
 from ._shared_work import share_products
 from .errors import Aborted, ConfigurationError, Interrupted, MissingBranchError, job_error, with_product_hint
 from .source import Source
@@ -525,7 +525,7 @@ def _run_plan(
     if not res["ok"]:
         for out in outputs:
             out._abort()
-        raise job_error(res, report)
+        raise job_error(user_error(res, plan.engine_label), report)
 
     try:
         plan.commit.finish()

@@ -7,8 +7,10 @@ belong to one path (``orderings``, ``paths[].filters``) name it the same way,
 their path being the entry's own ``path`` / ``name`` field. ``modules`` has
 one entry per filter label, as the core ``evflow run`` report has for a
 filter on several paths, with its calls and times summed over its
-occurrences and, per path, the occurrence's own (``paths``). Errors and the
-trace keep the engine's label: there one occurrence ran.
+occurrences and, per path, the occurrence's own (``paths``). What is about
+one occurrence (``failed_events``, ``stalls``, a module's error) names the
+filter by its label, with the occurrence's ``path``; the trace keeps the
+engine's label.
 """
 
 from __future__ import annotations
@@ -34,6 +36,13 @@ def user_labels(report: dict[str, Any], engine_label: Mapping[tuple[str, str], s
             by_path.setdefault(path, {})[engine] = label
     if "modules" in report:
         report["modules"] = _modules_by_label(report["modules"], occurrence)
+    for entry in [*report.get("failed_events", []), *report.get("stalls", [])]:
+        if (
+            isinstance(entry, dict)
+            and entry.get("module") in occurrence
+            and occurrence[entry["module"]][0] != entry["module"]
+        ):
+            entry["module"], entry["path"] = occurrence[entry["module"]]
     if not by_path:
         return report
     for change in report.get("orderings", []):
@@ -94,6 +103,19 @@ def _renamed(text: str, names: Mapping[str, str]) -> str:
     by its filter label; a longer label that merely contains one is left."""
     pattern = re.compile(r"(?<![\w@.])(" + "|".join(map(re.escape, names)) + r")(?![\w@])")
     return pattern.sub(lambda m: names[m.group(1)], text)
+
+
+def user_error(res: dict[str, Any], engine_label: Mapping[tuple[str, str], str]) -> dict[str, Any]:
+    """``res`` (a failed job's result, changed in place and returned) with
+    the failing module named by its label and, for a filter on several
+    paths, the path of the occurrence that failed."""
+    err = res.get("error")
+    if isinstance(err, dict):
+        for (path, label), engine in engine_label.items():
+            if engine == err.get("module") and engine != label:
+                err["module"], err["path"] = label, path
+                break
+    return res
 
 
 def user_name(label: str, proc: Process, outputs: Sequence[ParquetOutput]) -> str:

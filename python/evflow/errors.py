@@ -125,8 +125,10 @@ def job_error(res: dict[str, Any], report: dict[str, Any] | None) -> EvflowError
     if kind == "config":
         out = ConfigurationError(f"configuration error: {message}")
     elif kind == "module":
+        # A filter on several paths: the occurrence that failed.
+        on = f" on path '{err['path']}'" if err.get("path") else ""
         out = ModuleError(
-            f"module '{err['module']}' failed on {message}",
+            f"module '{err['module']}'{on} failed on {message}",
             kind=kind,
             module=err["module"],
             batch=err.get("batch"),

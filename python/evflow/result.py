@@ -222,7 +222,12 @@ class Result:
             lines.append(
                 f"{_count(len(failed), 'batch', 'batches')} failed and {were} left out (on_error='skip'):"
             )
-            lines.extend(f"  module '{f.get('module')}': {f.get('message')}" for f in failed[:10])
+            lines.extend(
+                f"  module '{f.get('module')}'"
+                + (f" on path '{f['path']}'" if f.get("path") else "")
+                + f": {f.get('message')}"
+                for f in failed[:10]
+            )
             if len(failed) > 10:
                 lines.append(f"  ... and {len(failed) - 10} more (result.report['failed_events'])")
         devices = r.get("devices") or {}
