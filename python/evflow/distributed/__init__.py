@@ -81,13 +81,34 @@ def read_skim(directory: str) -> object:
     """The rows of a distributed skim as one ``pyarrow.Table``, parts in
     chunk order (as the manifest lists them); a skim no event reached has
     no row and its columns' types (null columns for a manifest of an
-    earlier version, which has no types)."""
+    earlier version, which has no types). A file at that path, the skim of
+    a single-process run of the same analysis, is read as it is; a path
+    that is neither, or a directory without a readable manifest, is an
+    :class:`~evflow.errors.InputError` naming it."""
+    import os
+
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ..output import read_skim_manifest
+    from ..errors import InputError, MissingFileError
+    from ..output import MANIFEST, read_skim_manifest
 
-    skim = read_skim_manifest(directory)
+    if os.path.isfile(directory):
+        return pq.read_table(directory)
+    if not os.path.isdir(directory):
+        raise MissingFileError(f"skim '{directory}' does not exist")
+    manifest = os.path.join(directory, MANIFEST)
+    if not os.path.isfile(manifest):
+        raise InputError(
+            f"'{directory}' is not a finished distributed skim: it has no '{MANIFEST}' (written last, "
+            "once every chunk is in)"
+        )
+    try:
+        skim = read_skim_manifest(directory)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise InputError(
+            f"'{directory}' is not a readable skim: its manifest '{manifest}' is broken ({e})"
+        ) from e
     tables = [pq.read_table(p) for p in skim.parts]
     if not tables:
         if skim.schema is not None:  # the columns' types, as a single-process skim keeps them
