@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections import OrderedDict
@@ -28,22 +29,32 @@ from ._readahead import ReadBalancer, _ReadAhead
 
 def _cluster_steps(boundaries: Sequence[int], step: int, start: int, stop: int) -> list[tuple[int, int]]:
     """Groups whole clusters ``[b_i, b_i+1)`` into steps of about ``step``
-    entries (inside ``[start, stop)``); a cluster much larger than ``step``
-    is split into equal parts."""
+    entries (inside ``[start, stop)``): a step ends at the cluster boundary
+    nearest to ``step`` entries from its start, so no cluster's baskets are
+    read by two steps. A cluster of 1.5 steps or more is a step of its own,
+    split into equal parts of about ``step``."""
     cuts = sorted({b for b in boundaries if start < b < stop} | {start, stop})
-    steps: list[tuple[int, int]] = []
+    out: list[tuple[int, int]] = []
+
     lo = cuts[0]
-    for hi in cuts[1:]:
+    for prev, hi in itertools.pairwise(cuts):
+        parts = round((hi - prev) / step)
+        if parts >= 2:
+            if prev > lo:
+                out.append((lo, prev))
+            edges = [prev + (hi - prev) * i // parts for i in range(parts + 1)]
+            out.extend(itertools.pairwise(edges))
+            lo = hi
+            continue
+        if prev > lo and (hi - lo) - step > step - (prev - lo):
+            # Ending before this cluster is nearer the step than after it.
+            out.append((lo, prev))
+            lo = prev
         if hi - lo >= step:
-            steps.append((lo, hi))
+            out.append((lo, hi))
             lo = hi
     if lo < stop:
-        steps.append((lo, stop))
-    out: list[tuple[int, int]] = []
-    for a, b in steps:
-        parts = max(1, round((b - a) / step))
-        edges = [a + (b - a) * i // parts for i in range(parts + 1)]
-        out.extend((edges[i], edges[i + 1]) for i in range(parts) if edges[i + 1] > edges[i])
+        out.append((lo, stop))
     return out
 
 
