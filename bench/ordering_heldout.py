@@ -3,6 +3,7 @@
     python bench/ordering_heldout.py                 # 4 pipelines x 5 runs, 40 000 events, 2 threads
     python bench/ordering_heldout.py --runs 2 --events 20000
     python bench/ordering_heldout.py --data-seed 7  # other draws of the same pipelines
+    python bench/ordering_heldout.py --pipelines shared  # the same events as in the full run
     python bench/ordering_heldout.py --baseline OLD/evflow  # against another build, runs alternated
 
 Four reorderable pipelines of 10 filters written in the native TOML (a
@@ -13,6 +14,9 @@ calibrated busy work), each with a poor written order, costs spanning 200x
 is charged, in the oracle too, to the first filter that needs them). Each
 is run ``--runs`` times with ``evflow run --filter-order adaptive`` while a
 CPU-burning neighbour process (a Python busy loop) competes for the cores.
+Each pipeline's events are drawn from a seed given by its place in
+``PIPELINES`` and ``--data-seed``: ``--pipelines`` runs a subset on the
+same events as the full run.
 
 Per run: the expected filter cost per event as the issue defines it, the
 configured cost of each filter (and producer) times the events it
@@ -205,7 +209,7 @@ def main() -> int:
     ap.add_argument("--events", type=int, default=40_000)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--pipelines", nargs="+", default=list(PIPELINES))
+    ap.add_argument("--pipelines", nargs="+", default=list(PIPELINES), choices=list(PIPELINES))
     ap.add_argument(
         "--data-seed", type=int, default=0, help="offset of the generated events' seeds (other draws)"
     )
@@ -239,9 +243,11 @@ def main() -> int:
     )
     print("| --- | --- | ---: | --- | ---: | ---: |")
     try:
-        for k, name in enumerate(args.pipelines):
+        for name in args.pipelines:
             spec = PIPELINES[name]
-            cols = columns(args.events, seed=100 + k + args.data_seed)
+            # Seeded by the pipeline's place in PIPELINES, not in --pipelines:
+            # a subset draws the same events as the full run.
+            cols = columns(args.events, seed=100 + list(PIPELINES).index(name) + args.data_seed)
             d, thresholds = decisions(cols, spec)
             c = np.array([s[4] for s in spec])
             labels = [s[0] for s in spec]

@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use super::OrderingPlanner;
+use super::estimate::estimate;
 use super::measure::measurement_costs;
 use super::robust::*;
 use super::state::*;
@@ -16,8 +17,6 @@ use super::stats::*;
 use crate::ordering::model;
 use crate::ordering::policy::Policy;
 use crate::schedule::OrderChange;
-
-use crate::ordering::model::Joint;
 
 /// A possible gain is measured (`set_rates`) only when it exceeds this
 /// many sampling budgets (the most the extra samples can cost).
@@ -98,128 +97,6 @@ impl OrderingPlanner {
         }
     }
 
-    /// The estimate of the joint pass distribution: the sampled decision
-    /// vectors, post-stratified on the step that rejected the event in each
-    /// order of `epochs` (whose stop counts measure the distribution of
-    /// that step on every event observed under the order), with undecided
-    /// steps (not sampled after a rejection) imputed from the samples that
-    /// measured them and agree with the sample ([`Donors`]), and the pass
-    /// rate of the step on the events that reach it.
-    ///
-    /// With `T` the events of all epochs plus the samples, a sample weighs
-    /// `1/T` (the samples alone) plus, per epoch, `N_k / (T n_k)` where `k`
-    /// is its stratum in that epoch's order, `N_k` the events and `n_k` the
-    /// samples in the stratum; a stratum without samples contributes
-    /// `N_k / T` to a vector in which the steps before pass, the rejecting
-    /// one fails and the later ones pass.
-    pub(super) fn estimate(
-        &self,
-        d: &Dyn,
-        epochs: &[Epoch],
-        samples: &[Sample],
-    ) -> (Joint, Vec<f64>) {
-        let n = d.steps.len();
-        let full = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
-        let events: u64 = epochs
-            .iter()
-            .map(|e| e.stops.iter().sum::<u64>())
-            .sum::<u64>()
-            + samples.len() as u64;
-        if events == 0 {
-            return (Joint::default(), vec![1.0; n]);
-        }
-        let total = events as f64;
-        let mut weights = vec![1.0 / total; samples.len()];
-        let mut list: Vec<(u64, f64)> = Vec::with_capacity(samples.len() + n + 1);
-        // Pass rates for imputation, per step: events reaching the step
-        // and passing it, in every epoch, and samples in which it was
-        // decided.
-        let mut reach = vec![2.0f64; n];
-        let mut pass = vec![1.0f64; n];
-        for s in samples {
-            for j in 0..n {
-                if s.known >> j & 1 == 1 {
-                    reach[j] += 1.0;
-                    pass[j] += (s.pass >> j & 1) as f64;
-                }
-            }
-        }
-        let mut strata = vec![0usize; samples.len()];
-        for e in epochs {
-            let stratum = |s: &Sample| -> usize {
-                e.order
-                    .iter()
-                    .position(|&j| (s.known & !s.pass) >> j & 1 == 1)
-                    .unwrap_or(n)
-            };
-            let mut in_stratum = vec![0u64; n + 1];
-            for (k, s) in strata.iter_mut().zip(samples) {
-                *k = stratum(s);
-                in_stratum[*k] += 1;
-            }
-            for (w, &k) in weights.iter_mut().zip(&strata) {
-                *w += e.stops[k] as f64 / (total * in_stratum[k] as f64);
-            }
-            let mut reached = e.stops[n];
-            for i in (0..n).rev() {
-                reached += e.stops[i];
-                let j = e.order[i] as usize;
-                reach[j] += reached as f64;
-                pass[j] += (reached - e.stops[i]) as f64;
-                if in_stratum[i] == 0 && e.stops[i] > 0 {
-                    list.push((full & !(1u64 << j), e.stops[i] as f64 / total));
-                }
-            }
-            if in_stratum[n] == 0 && e.stops[n] > 0 {
-                list.push((full, e.stops[n] as f64 / total));
-            }
-        }
-        let q: Vec<f64> = pass.iter().zip(&reach).map(|(p, r)| p / r).collect();
-        let donors = Donors::new(n, samples);
-        // Samples with the same decisions are imputed alike.
-        let mut imputed: std::collections::HashMap<(u64, u64), Vec<f64>> =
-            std::collections::HashMap::new();
-        for (s, &w) in samples.iter().zip(&weights) {
-            let unknown = full & !s.known;
-            let q: &[f64] = if unknown == 0 {
-                &q
-            } else {
-                imputed.entry((s.known, s.pass)).or_insert_with(|| {
-                    let mut rates = q.clone();
-                    donors.conditional(s, unknown, &q, &mut rates);
-                    rates
-                })
-            };
-            if unknown == 0 {
-                list.push((s.pass, w));
-            } else if unknown.count_ones() <= MAX_IMPUTED_BITS {
-                // Every combination of the undecided steps, weighted by the
-                // product of their pass rates.
-                let mut sub = unknown;
-                loop {
-                    let mut p = w;
-                    let mut rest = unknown;
-                    while rest != 0 {
-                        let j = rest.trailing_zeros() as usize;
-                        rest &= rest - 1;
-                        p *= if sub >> j & 1 == 1 { q[j] } else { 1.0 - q[j] };
-                    }
-                    list.push((s.pass | sub, p));
-                    if sub == 0 {
-                        break;
-                    }
-                    sub = (sub - 1) & unknown;
-                }
-            } else {
-                let likely = (0..n)
-                    .filter(|&j| unknown >> j & 1 == 1 && q[j] >= 0.5)
-                    .fold(0u64, |m, j| m | 1 << j);
-                list.push((s.pass | likely, w));
-            }
-        }
-        (Joint::from_weighted(list), q)
-    }
-
     pub(super) fn decide_adaptive(&self, d: &Dyn, st: &mut State, n_obs: u64) {
         let t = &self.tuning;
         self.update_costs(d, st);
@@ -233,7 +110,7 @@ impl OrderingPlanner {
             stops: stops.clone(),
         });
         let (samples, mut epochs) = self.with_imported(st, own_samples, own_epochs);
-        let (joint, q) = self.estimate(d, &epochs, &samples);
+        let (joint, q) = estimate(d.steps.len(), &epochs, &samples);
         let per_obs = d.per_obs();
         let learning_done = n_obs.saturating_sub(st.phase_start) >= warmup_obs(t, per_obs);
         let was_learning = st.learning;

@@ -11,9 +11,9 @@
 //! observers only `try_lock`.
 //!
 //! `adaptive` estimates the joint pass distribution by *post-stratifying*
-//! the sampled decision vectors on the events' first rejecting step in the
-//! current order, whose distribution every event measures (see
-//! `docs/filter-ordering.md`).
+//! the sampled decision vectors on the events' first rejecting step in
+//! each order run, whose distribution every event measures, and raking
+//! the estimate to those stop counts (see `docs/filter-ordering.md`).
 
 //!
 //! The files of this module, each one concept:
@@ -26,6 +26,8 @@
 //! * `outside`: how often producers also needed outside a path ran for
 //!   something outside it (exact counts);
 //! * `probe`: the first decision, from a probe before a batch's path;
+//! * `estimate`: the joint pass distribution, from the samples completed
+//!   where undecided and post-stratified on the stop counts;
 //! * `adaptive`: the checkpoint and the decision algorithms (the exact DP
 //!   over feasible prefix sets, the rank rule, A-Greedy, via `model`);
 //! * `drift`: the drift test and re-learning;
@@ -36,6 +38,7 @@
 
 mod adaptive;
 mod drift;
+mod estimate;
 mod exchange;
 mod hepframe;
 mod measure;
