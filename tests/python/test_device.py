@@ -371,7 +371,7 @@ def test_wrong_device_result_is_refused() -> None:
         proc.run(device="emulated", device_split="fixed:100")
 
 
-def test_command_line_device_options(tmp_path: Any) -> None:
+def test_command_line_device_options(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
     from evflow.cli import main
 
     analysis = tmp_path / "ana.py"
@@ -404,6 +404,10 @@ def test_command_line_device_options(tmp_path: Any) -> None:
 
     half = json.loads(report.read_text())["devices"]["modules"]["half"]
     assert (half["device_events"], half["host_events"], half["launches"]) == (2000, 2000, 4)
+    # A distributed run refuses them (they were silently dropped), before any cluster starts.
+    for option in (["--device", "emulated"], ["--device-split", "fixed:50"]):
+        assert main(["run", str(analysis), "--processes", "2", *option, "-q"]) == 1
+        assert "--device and --device-split apply to single-process runs" in capsys.readouterr().err
 
 
 def test_summary_names_device_modules() -> None:
