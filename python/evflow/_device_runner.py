@@ -143,22 +143,34 @@ class DeviceModuleStats:
         return {k: v for k, v in vars(self).items() if k != "lock"}
 
 
+class WallClock:
+    """The clock of the split controllers: a batch's host part and the job's
+    time so far, as they measure them. A device may name another one
+    (``Device._split_clock``): tests script host and device costs on a
+    virtual clock, so that an adaptive split's decisions follow from the
+    costs, not from the load of the machine."""
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    def reached(self, t: float) -> None:
+        """The batch's device part, joined, ended at ``t`` (its start plus
+        its busy time): the wall clock is past it already."""
+
+
+WALL_CLOCK = WallClock()
+
+
 class SplitRunner:
     """Splits one module's batches between host and device."""
 
-    def __init__(
-        self,
-        kind: str,
-        label: str,
-        device: Device,
-        split: Any,
-        t0: float,
-    ) -> None:
+    def __init__(self, kind: str, label: str, device: Device, split: Any) -> None:
         self.what = f"{kind} '{label}'"
         self.label = label
         self.device = device
         self.split = split  # evflow._evflow.SplitController
-        self.t0 = t0
+        self.clock: WallClock = device._split_clock or WALL_CLOCK
+        self.t0 = self.clock.now()
         # A device object may serve several jobs: the controller sees this job's busy time.
         self.busy0 = device.busy_s
         self.stats = DeviceModuleStats(kind)
@@ -187,24 +199,27 @@ class SplitRunner:
         idx = (np.arange(n) if sel is None else sel) if 0 < k < n else sel
         dev_sel = idx if k == n else (None if k == 0 else idx[:k])  # type: ignore[index]
         host_sel = idx if k == 0 else (None if k == n else idx[k:])  # type: ignore[index]
+        clock = self.clock
         fut: Future[tuple[T_out, LaunchStats]] | None = None
+        submitted = clock.now()
         if k:
             fut = self.device.submit(lambda launch: device(dev_sel, launch))
         host_out: T_out | None = None
         host_s = 0.0
         try:
             if k < n:
-                t = time.perf_counter()
+                t = clock.now()
                 host_out = host(host_sel)
-                host_s = time.perf_counter() - t
+                host_s = clock.now() - t
         finally:
             # Even when the host part failed, the device part ends before the batch does.
             dev_out, st = self._join(fut, data, k) if fut is not None else (None, None)
         self.stats.add(n - k, host_s, k, st)
         self.split.record_host(n - k, host_s)
         if st is not None:
+            clock.reached(submitted + st.busy_s)
             self.split.record_device(k, st.busy_s)
-        self.split.update(time.perf_counter() - self.t0, self.device.busy_s - self.busy0)
+        self.split.update(clock.now() - self.t0, self.device.busy_s - self.busy0)
         return dev_out, host_out, k
 
     def _join(

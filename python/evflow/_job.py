@@ -62,7 +62,6 @@ class _Plan:
         self.device_split = device_split
         self.threads = threads
         self.split_runners: dict[str, SplitRunner] = {}
-        self._t0 = time.perf_counter()
         #: keep every batch's histogram part (a chunk of a distributed run
         #: hands them over, to be added in the single-process order)
         self.keep_parts = keep_parts
@@ -172,7 +171,7 @@ class _Plan:
 
         assert self.device is not None
         split = _evflow.SplitController(self.device_split, self.threads)
-        r = dr.SplitRunner(kind, label, self.device, split, self._t0)
+        r = dr.SplitRunner(kind, label, self.device, split)
         self.split_runners[label] = r
         return r
 

@@ -91,6 +91,12 @@ def _run(args: argparse.Namespace) -> int:
 
         if args.trace:
             raise ConfigurationError("--trace is not available with --processes / --scheduler")
+        if args.device != "auto" or args.device_split != "adaptive":
+            # As proc.run refuses them there: they were silently dropped.
+            raise ConfigurationError(
+                "--device and --device-split apply to single-process runs: with --processes / --scheduler "
+                "each worker runs device modules on its own device (as --device auto, adaptive split)"
+            )
         # The workers load the analysis file themselves (its modules need
         # not be picklable), from its current contents (the factory pickles
         # with their fingerprint); the chunks come from the source set up here.

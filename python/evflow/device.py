@@ -80,6 +80,10 @@ class Device:
     name = "device"
     #: the array module of device implementations
     xp: ModuleType
+    #: private: the clock the split controllers of this device's modules
+    #: measure with (``evflow._device_runner.WallClock``); None: the wall
+    #: clock. Tests set a virtual one to script the costs of both sides.
+    _split_clock: Any = None
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[tuple[Callable[[Launch], Any], Future[Any]] | None] = (

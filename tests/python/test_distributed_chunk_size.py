@@ -1,6 +1,7 @@
 """``chunk_size=`` of a distributed run cuts chunks of about that many
-events also where batches are shorter than the step (row groups or
-clusters that end before it): the plan counts events, not batches."""
+events also where batches are shorter or longer than the step (row
+groups or clusters that end before or after it): the plan counts events,
+not batches."""
 
 from __future__ import annotations
 
@@ -29,18 +30,18 @@ def _process(source: ef.source.Source) -> ef.Process:
     return proc
 
 
-def test_chunks_hold_chunk_size_events_with_row_groups_shorter_than_the_step(tmp_path: Path) -> None:
-    """Row groups of 1500 rows read in steps of 1000 (batches of 1000 and
-    500): chunks of 3000 events each, not 3 batches (3000 and 1500 events in
-    turn, 1.5× the tasks asked for)."""
-    path = _parquet(tmp_path / "rg.parquet", 30_000, 1_500)
+def test_chunks_hold_chunk_size_events_with_row_groups_longer_than_the_step(tmp_path: Path) -> None:
+    """Row groups of 1400 rows read in steps of 1000 (a batch of 1400 each,
+    under 1.5 steps): chunks of 2800 events each, not 3 batches (4200
+    events, 1.5× the tasks asked for)."""
+    path = _parquet(tmp_path / "rg.parquet", 28_000, 1_400)
     proc = _process(ef.source.parquet(path, step_size=1_000))
-    chunks = ef.distributed.preview_chunks(proc, chunk_size=3_000)
-    assert [c.events for c in chunks] == [3_000] * 10
+    chunks = ef.distributed.preview_chunks(proc, chunk_size=2_800)
+    assert [c.events for c in chunks] == [2_800] * 10
     # Every chunk still starts at a row group and the batches are those of one process.
-    assert all(c.steps[0][1] % 1_500 == 0 for c in chunks)
+    assert all(c.steps[0][1] % 1_400 == 0 for c in chunks)
     steps = [s for c in chunks for s in c.steps]
-    assert [b - a for _f, a, b in steps] == [1_000, 500] * 20
+    assert [b - a for _f, a, b in steps] == [1_400] * 20
 
 
 def test_clusters_longer_than_the_step_cut_evenly(tmp_path: Path) -> None:

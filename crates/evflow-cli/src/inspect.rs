@@ -2,6 +2,8 @@
 //! time report, the cut-flow, the longest stalls and, from a trace, how many
 //! modules ran at once during one event.
 
+mod python;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -70,7 +72,14 @@ pub fn report(args: &ReportArgs) -> Result<(), String> {
         }
         // A report's lists must be lists: anything else is another file,
         // not a report of no modules.
-        for key in ["modules", "paths", "stalls", "failed_events", "orderings"] {
+        for key in [
+            "modules",
+            "paths",
+            "stalls",
+            "failed_events",
+            "orderings",
+            "skipped_files",
+        ] {
             if doc.get(key).is_some_and(|v| !v.is_array()) {
                 return Err(format!(
                     "{}: '{key}' is not a list: not a report written by evflow",
@@ -78,9 +87,24 @@ pub fn report(args: &ReportArgs) -> Result<(), String> {
                 ));
             }
         }
+        if devices
+            .as_ref()
+            .is_some_and(|d| !(d.is_array() || d.is_object() || d.is_null()))
+        {
+            return Err(format!(
+                "{}: 'devices' is neither a list (evflow run) nor a map (a Python analysis): \
+                 not a report written by evflow",
+                args.file.display()
+            ));
+        }
         report_report(&doc, args.top);
-        if let Some(devices) = devices {
-            report_devices(devices, &args.file)?;
+        python::print_skipped_files(&doc, args.top);
+        match devices {
+            // `evflow run` lists its device modules; a Python analysis
+            // writes a map: the device, its notice, the modules by label.
+            Some(devices @ Value::Array(_)) => report_devices(devices, &args.file)?,
+            Some(devices @ Value::Object(_)) => python::print_devices(devices, &args.file)?,
+            _ => {}
         }
         Ok(())
     } else {
@@ -142,12 +166,22 @@ fn text<'a>(v: &'a Value, key: &str) -> &'a str {
     v.get(key).and_then(Value::as_str).unwrap_or("?")
 }
 
+/// " on path 'P'" for an entry about one occurrence of a filter on
+/// several paths (a Python analysis names the filter and its path).
+fn on_path(entry: &Value) -> String {
+    entry
+        .get("path")
+        .and_then(Value::as_str)
+        .map_or(String::new(), |p| format!(" on path '{p}'"))
+}
+
 fn report_report(doc: &Value, top: usize) {
-    println!(
-        "{} events in {:.3} s: {:.1} events/s ({} {}, {} events in flight, executor {})",
-        num(doc, "events"),
-        num(doc, "wall_s"),
-        num(doc, "throughput_ev_s"),
+    // A Python analysis's engine events are its batches: its report's
+    // counts (events, calls, the paths' visited and passed) are batches.
+    let python = python::is_python(doc);
+    let unit = if python { "batches" } else { "events" };
+    let threads = format!(
+        "{} {}, {} {unit} in flight, executor {}",
         num(doc, "threads"),
         if doc.get("threads").and_then(Value::as_u64) == Some(1) {
             "thread"
@@ -157,16 +191,46 @@ fn report_report(doc: &Value, top: usize) {
         num(doc, "events_in_flight"),
         text(doc, "executor"),
     );
+    if python {
+        let wall = num(doc, "wall_s");
+        println!(
+            "{} events in {} batches in {wall:.3} s: {:.1} events/s ({threads})",
+            num(doc, "events_processed"),
+            // Read, failed ones included (the engine's `events` are those
+            // that completed).
+            num(
+                doc,
+                if doc.get("batches").is_some() {
+                    "batches"
+                } else {
+                    "events"
+                }
+            ),
+            if wall > 0.0 {
+                num(doc, "events_processed") / wall
+            } else {
+                0.0
+            },
+        );
+    } else {
+        println!(
+            "{} events in {:.3} s: {:.1} events/s ({threads})",
+            num(doc, "events"),
+            num(doc, "wall_s"),
+            num(doc, "throughput_ev_s"),
+        );
+    }
     let empty = Vec::new();
     if doc.get("interrupted").and_then(Value::as_bool) == Some(true) {
         println!(
             "interrupted: a signal stopped the job early; the figures cover the {} events done",
-            num(doc, "events")
+            num(doc, if python { "events_processed" } else { "events" })
         );
     }
     let failed = doc["failed_events"].as_array().map_or(0, Vec::len);
     if failed > 0 {
-        println!("{failed} event(s) failed and were skipped (listed at the end)");
+        let what = if python { "batch(es)" } else { "event(s)" };
+        println!("{failed} {what} failed and were skipped (listed at the end)");
     }
     let mut modules: Vec<&Value> = doc["modules"]
         .as_array()
@@ -209,7 +273,7 @@ fn report_report(doc: &Value, top: usize) {
         let name = text(p, "name");
         let in_order = !reordered.contains(&name);
         println!(
-            "cut-flow of path '{}': {} of {} events accepted{}",
+            "cut-flow of path '{}': {} of {} {unit} accepted{}",
             name,
             num(p, "passed"),
             num(p, "visited"),
@@ -240,14 +304,21 @@ fn report_report(doc: &Value, top: usize) {
             );
         }
     }
+    if python && !doc["paths"].as_array().unwrap_or(&empty).is_empty() {
+        println!(
+            "  (the cut-flow in events is the analysis's own: its result's cutflow, \
+             cutflow.txt of `--save`)"
+        );
+    }
     let stalls = doc["stalls"].as_array().unwrap_or(&empty);
     if !stalls.is_empty() {
         println!("longest stalls (ready work waiting for admission):");
         for s in stalls.iter().take(top) {
             println!(
-                "  {:>10.6} s  module '{}' on run {} lumi {} event {} waited for its {}",
+                "  {:>10.6} s  module '{}'{} on run {} lumi {} event {} waited for its {}",
                 num(s, "waited_s"),
                 text(s, "module"),
+                on_path(s),
                 num(s, "run"),
                 num(s, "lumi"),
                 num(s, "event"),
@@ -262,11 +333,12 @@ fn report_report(doc: &Value, top: usize) {
         .take(top)
     {
         println!(
-            "failed: run {} lumi {} event {}: module '{}': {}",
+            "failed: run {} lumi {} event {}: module '{}'{}: {}",
             num(f, "run"),
             num(f, "lumi"),
             num(f, "event"),
             text(f, "module"),
+            on_path(f),
             text(f, "message")
         );
     }

@@ -201,7 +201,7 @@ def _parquet_steps(source: ParquetSource, metas: list[FileMeta]) -> list[tuple[s
     """The native reader's units (crates/evflow-python/src/parquet.rs,
     ``plan_units``): consecutive row groups of one file up to ``step_size``
     rows together, up to ``max_events`` in total; a row group larger than
-    the step is one unit, cut into batches of ``step_size`` by the reader."""
+    the step is one unit, read whole or in equal parts (``_unit_batches``)."""
     step, stop = source.step_size, source.max_events
     out: list[tuple[str, int, int]] = []
     total = 0
@@ -237,9 +237,16 @@ def _parquet_steps(source: ParquetSource, metas: list[FileMeta]) -> list[tuple[s
 
 
 def _unit_batches(path: str, unit: list[int], step: int) -> list[tuple[str, int, int]]:
-    # A unit is one batch unless one row group is larger than the step.
+    """A unit's batches, as the native reader cuts them (``batch_rows``):
+    one unless one row group is larger than the step, which is read whole
+    under 1.5 steps, else in ``round(rows / step)`` equal parts (the last
+    one short by less than a part)."""
     start, rows = unit
-    return [(path, a, min(a + step, start + rows)) for a in range(start, start + rows, step)]
+    size = step
+    if rows > step:
+        parts = max(1, round(rows / step))
+        size = -(-rows // parts)
+    return [(path, a, min(a + size, start + rows)) for a in range(start, start + rows, size)]
 
 
 def _pyarrow_steps(source: ParquetSource, metas: list[FileMeta]) -> list[tuple[str, int, int]]:
@@ -334,9 +341,10 @@ def plan_chunks(
         return list(ChunkFeed(steps, kind, starts, workers=workers))
     if chunk_size <= 0:
         raise ConfigurationError(f"chunk_size must be positive, not {chunk_size}")
-    # Cut by events, not by a count of batches: batches are shorter than
-    # the step where row groups or clusters end before it (row groups of
-    # 1500 rows read in steps of 1000 give batches of 1000 and 500).
+    # Cut by events, not by a count of batches: batches are shorter or
+    # longer than the step where row groups or clusters end before or
+    # after it (row groups of 1400 rows read in steps of 1000 are batches
+    # of 1400).
     before = [0, *itertools.accumulate(b - a for _f, a, b in steps)]  # events before each batch
 
     def cut(i: int, target: float) -> int:
