@@ -271,7 +271,7 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value = "fail")]
     pub on_error: OnErrorArg,
     /// Write a Chrome trace-event JSON (for Perfetto) here (every module
-    /// execution, kept in memory to the end: about 300 bytes each at the
+    /// execution, kept in memory to the end: about 110 bytes each at the
     /// peak).
     #[arg(long)]
     pub trace: Option<PathBuf>,
