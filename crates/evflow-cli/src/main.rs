@@ -2,7 +2,6 @@
 
 mod device;
 mod inspect;
-mod lumis;
 mod output_files;
 mod run;
 mod signals;
@@ -189,8 +188,11 @@ pub struct WorkloadArgs {
     /// `filter_order` keys (default: the configuration's, else adaptive).
     #[arg(long, value_enum)]
     pub filter_order: Option<FilterOrderArg>,
-    /// Regroup the events into luminosity blocks of this many events (to measure boundaries).
-    #[arg(long)]
+    /// Events per luminosity block, instead of the configuration's
+    /// `[source] events_per_lumi` (to measure block boundaries): a run still
+    /// holds the configuration's `lumis_per_run` blocks, now of N events
+    /// each, from its `first_run`, as CMSSW's EmptySource numbers them.
+    #[arg(long, value_name = "N")]
     pub events_per_lumi: Option<u64>,
     /// Luminosity blocks whose events may be in flight at once (>= 1).
     #[arg(long, default_value_t = evflow_core::DEFAULT_CONCURRENT_LUMIS)]
@@ -217,30 +219,21 @@ impl WorkloadArgs {
                 self.time_scale
             ));
         }
+        if self.events_per_lumi == Some(0) {
+            return Err("--events-per-lumi must be at least 1".into());
+        }
         let (devices, notice) = self.device.open()?;
         let load = evflow_config::LoadOptions {
             device: Some(devices),
             events: self.events,
+            events_per_lumi: self.events_per_lumi,
             time_scale: self.time_scale,
             work: self.work.map(|w| match w {
                 WorkArg::Busy => evflow_workloads::Work::Busy,
                 WorkArg::Sleep => evflow_workloads::Work::Sleep,
             }),
         };
-        let mut loaded =
-            evflow_config::load_file(&self.config, &load).map_err(|e| e.to_string())?;
-        if let Some(n) = self.events_per_lumi {
-            if n == 0 {
-                return Err("--events-per-lumi must be at least 1".into());
-            }
-            let source = loaded
-                .process
-                .take_source()
-                .ok_or_else(|| format!("{}: the process has no source", self.config.display()))?;
-            loaded
-                .process
-                .set_boxed_source(Box::new(lumis::Regrouped::new(source, n)));
-        }
+        let loaded = evflow_config::load_file(&self.config, &load).map_err(|e| e.to_string())?;
         // Information, not an error: `--quiet` prints only errors.
         if let (Some(notice), Some(_), false) = (notice, &loaded.devices, self.quiet) {
             eprintln!("evflow: {notice}");
@@ -278,7 +271,7 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value = "fail")]
     pub on_error: OnErrorArg,
     /// Write a Chrome trace-event JSON (for Perfetto) here (every module
-    /// execution, kept in memory to the end: about 300 bytes each at the
+    /// execution, kept in memory to the end: about 110 bytes each at the
     /// peak).
     #[arg(long)]
     pub trace: Option<PathBuf>,

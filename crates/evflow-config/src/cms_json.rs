@@ -301,7 +301,12 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
             ));
         }
     };
-    process.set_source(EmptySource::new(events));
+    process.set_source(common::events_per_lumi(
+        EmptySource::new(events),
+        opts,
+        "process.source",
+        at,
+    )?);
     Ok(Loaded {
         process,
         events_in_flight,

@@ -1,6 +1,10 @@
 //! Checks and helpers shared by both formats.
 
+use evflow_core::EmptySource;
 use evflow_workloads::{Timing, Work};
+
+use crate::error::{ConfigFileError, Origin};
+use crate::options::LoadOptions;
 
 /// Longest time a module may take on one event, after `time_scale`: longer
 /// is certainly a mistake (and `Duration` could not hold much more).
@@ -74,4 +78,23 @@ pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
     let column = before[line_start..].chars().count() + 1;
     (line, column)
+}
+
+/// The caller's events per luminosity block ([`LoadOptions::events_per_lumi`])
+/// over the file's, the file's blocks per run and first run kept; then the
+/// check that the last event's run and block numbers fit (`key`: the file's
+/// source settings, named in the error).
+pub(crate) fn events_per_lumi(
+    source: EmptySource,
+    opts: &LoadOptions,
+    key: &str,
+    at: Origin<'_>,
+) -> Result<EmptySource, ConfigFileError> {
+    let source = match opts.events_per_lumi {
+        Some(0) => return Err(at.setting(key, "events per luminosity block must be at least 1")),
+        Some(n) => source.events_per_lumi(n),
+        None => source,
+    };
+    source.check_numbers().map_err(|e| at.setting(key, e))?;
+    Ok(source)
 }

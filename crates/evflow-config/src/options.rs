@@ -13,6 +13,11 @@ use evflow_workloads::Work;
 pub struct LoadOptions {
     /// Number of events to process, instead of the file's.
     pub events: Option<u64>,
+    /// Events per luminosity block (at least 1), instead of the file's
+    /// (`[source] events_per_lumi`): a run still holds the file's number of
+    /// blocks (`lumis_per_run`), now of this many events each, and the
+    /// first run is the file's, as CMSSW's `EmptySource` numbers them.
+    pub events_per_lumi: Option<u64>,
     /// Multiplies every module time (0 makes modules instantaneous). Must be
     /// finite and non-negative.
     pub time_scale: f64,
@@ -27,6 +32,7 @@ impl Default for LoadOptions {
     fn default() -> Self {
         Self {
             events: None,
+            events_per_lumi: None,
             time_scale: 1.0,
             work: None,
             device: None,

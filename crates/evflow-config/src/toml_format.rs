@@ -194,11 +194,8 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
         if let Some(run) = s.first_run {
             source = source.first_run(run);
         }
-        source
-            .check_numbers()
-            .map_err(|e| at.setting("source", e))?;
     }
-
+    let source = common::events_per_lumi(source, opts, "source", at)?;
     let name = spec.name.unwrap_or_else(|| DEFAULT_NAME.to_string());
     if name.trim().is_empty() {
         return Err(at.setting("process.name", "is empty"));

@@ -25,6 +25,7 @@ fn shared_dir() -> Option<PathBuf> {
 fn quick() -> LoadOptions {
     LoadOptions {
         events: Some(20),
+        events_per_lumi: None,
         time_scale: 0.0,
         work: None,
         device: None,
@@ -229,6 +230,7 @@ fn small_document_loads_and_runs() {
 fn events_override_and_work_override() {
     let opts = LoadOptions {
         events: Some(250),
+        events_per_lumi: None,
         time_scale: 0.0,
         work: Some(Work::Busy),
         device: None,

@@ -164,6 +164,23 @@ filter_order = "adaptive"
     .unwrap();
     let report = run(loaded.process, &RunOptions::default()).unwrap();
     assert_eq!(report.paths[0].passed, 5);
+    // A NaN cell would fail `met > 20` in silence: refused, naming the
+    // configuration, the file, its line, the event and the column.
+    std::fs::write(dir.join("events.csv"), "njet,met\n0,10.5\n4,NaN\n").unwrap();
+    let e = load_file(&config, &LoadOptions::default())
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    let csv = dir.join("events.csv");
+    assert_eq!(
+        e,
+        format!(
+            "{}: source.file: '{}': line 3 (event 2), column 'met': 'NaN' is not a finite \
+             number (NaN and infinities are refused)",
+            config.display(),
+            csv.display()
+        )
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -161,6 +161,7 @@ modules = ["w", "h"]
 fn events_option_overrides_the_file() {
     let opts = LoadOptions {
         events: Some(7),
+        events_per_lumi: None,
         time_scale: 0.0,
         work: Some(Work::Busy),
         device: None,
@@ -622,6 +623,7 @@ fn example_configs_load_and_run() {
         }
         let opts = LoadOptions {
             events: Some(50),
+            events_per_lumi: None,
             time_scale: 0.0,
             work: None,
             device: None,
@@ -678,6 +680,7 @@ fn documented_example_loads_and_runs() {
     let end = start + text[start..].find("```").expect("end of the example");
     let opts = LoadOptions {
         events: Some(30),
+        events_per_lumi: None,
         time_scale: 0.0,
         work: None,
         device: None,

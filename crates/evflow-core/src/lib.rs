@@ -91,6 +91,7 @@ mod report;
 pub mod schedule;
 mod source;
 mod stop;
+mod trace;
 mod trigger;
 
 pub use compile::ConfigError;
@@ -107,11 +108,12 @@ pub use options::{
 pub use process::{CostModel, DecisionModel, ModuleDesc, PathDesc, Process};
 pub use report::{
     ChromeTrace, EXTERNAL_WAIT_TRACKS, FailedEvent, ModuleReport, PathReport, Report, Stall,
-    SteadyRate, StepReport, TraceSlice,
+    SteadyRate, StepReport,
 };
 pub use schedule::OrderChange;
 pub use source::{EmptySource, Source, SourceProducts};
 pub use stop::StopHandle;
+pub use trace::{Iter as TraceIter, Trace, TraceSlice};
 pub use trigger::TriggerResults;
 
 /// rayon, re-exported for intra-module parallelism on the engine's pool.

@@ -2,10 +2,9 @@
 //! failed events. Serializes to the JSON of `evflow run --report`.
 
 use serde::Serialize;
-use std::sync::Arc;
 
-use crate::ids::EventId;
 use crate::schedule::Transition;
+use crate::trace::Trace;
 
 /// The summary of one job.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -46,9 +45,9 @@ pub struct Report {
     pub module_executions: u64,
     /// Every module execution, source read, transition, external-work
     /// wait and admission wait of a job run with `trace`: complete, in
-    /// [`TraceSlice::cmp_start`] order.
+    /// [`TraceSlice::cmp_start`](crate::TraceSlice::cmp_start) order.
     #[serde(skip)]
-    pub trace: Vec<TraceSlice>,
+    pub trace: Trace,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -155,42 +154,9 @@ pub struct Stall {
     pub reason: String,
 }
 
-/// One interval of a trace.
-#[derive(Clone, Debug, Serialize)]
-pub struct TraceSlice {
-    /// Module label, "source" or a transition name: one allocation per name,
-    /// shared by its slices (a long trace holds millions of them).
-    pub name: Arc<str>,
-    /// "module", "wait" (external work), "queued" (waiting for admission),
-    /// "source" or "transition".
-    pub category: &'static str,
-    /// The track: a worker thread, or from [`EXTERNAL_WAIT_TRACKS`] on, the
-    /// external-work waits of an event slot.
-    pub thread: usize,
-    pub event: Option<EventId>,
-    pub start_us: f64,
-    pub duration_us: f64,
-}
-
 /// Tracks of external-work waits are numbered from here on, one per event
 /// slot, apart from the worker threads.
 pub const EXTERNAL_WAIT_TRACKS: usize = 1000;
-
-impl TraceSlice {
-    /// The order of a job's trace: by start, then track, then end, then
-    /// what the slice is of. Slices that start together on one track (a
-    /// zero-length one) are still ordered, so that a trace's order depends
-    /// on its slices only, not on which thread recorded them when.
-    pub fn cmp_start(a: &TraceSlice, b: &TraceSlice) -> std::cmp::Ordering {
-        a.start_us
-            .total_cmp(&b.start_us)
-            .then(a.thread.cmp(&b.thread))
-            .then(a.duration_us.total_cmp(&b.duration_us))
-            .then(a.category.cmp(b.category))
-            .then(a.name.cmp(&b.name))
-            .then(a.event.cmp(&b.event))
-    }
-}
 
 impl Report {
     /// Finds a module's line by label.
@@ -218,9 +184,7 @@ impl Report {
     /// encoded straight from the trace's slices as it is serialized: a long
     /// trace is held once, as slices, not a second time as events.
     pub fn chrome_trace(&self) -> ChromeTrace<'_> {
-        ChromeTrace {
-            slices: &self.trace,
-        }
+        ChromeTrace { trace: &self.trace }
     }
 }
 
@@ -230,21 +194,21 @@ impl Report {
 /// in the trace's order.
 #[derive(Clone, Copy, Debug)]
 pub struct ChromeTrace<'a> {
-    slices: &'a [TraceSlice],
+    trace: &'a Trace,
 }
 
 impl Serialize for ChromeTrace<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
         let mut trace = serializer.serialize_struct("ChromeTrace", 2)?;
-        trace.serialize_field("traceEvents", &ChromeEvents(self.slices))?;
+        trace.serialize_field("traceEvents", &ChromeEvents(self.trace))?;
         trace.serialize_field("displayTimeUnit", "ms")?;
         trace.end()
     }
 }
 
 /// The events of a Chrome trace, made one at a time as they are written.
-struct ChromeEvents<'a>(&'a [TraceSlice]);
+struct ChromeEvents<'a>(&'a Trace);
 
 impl Serialize for ChromeEvents<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {

@@ -49,7 +49,8 @@ fn traces_from_several_threads_are_complete_ordered_and_on_their_threads() {
     let log = Log::new();
     let report = traced_job(&log);
     assert_eq!(report.events, EVENTS);
-    let trace = &report.trace;
+    let trace = report.trace.to_vec();
+    assert_eq!(trace.len(), report.trace.len());
 
     // Complete: one module slice per logged execution (two for the
     // external-work producer: acquire and produce), per module and event.
@@ -122,7 +123,7 @@ fn traces_from_several_threads_are_complete_ordered_and_on_their_threads() {
             assert_eq!(s.thread, thread, "{s:?} is not on its thread's track");
         }
     }
-    for s in trace {
+    for s in &trace {
         let on_wait_track = s.thread >= EXTERNAL_WAIT_TRACKS;
         assert_eq!(on_wait_track, s.category == "wait", "{s:?}");
         assert!(on_wait_track || s.thread < THREADS, "{s:?}");
@@ -177,7 +178,7 @@ fn the_chrome_trace_holds_every_slice_as_its_reference_does() {
     let encoded: serde_json::Value = serde_json::from_str(&text).unwrap();
     // Both through text: parsing a float back may round it differently
     // from the value it was written from, the same way for both.
-    let reference = chrome_reference(&report.trace).to_string();
+    let reference = chrome_reference(&report.trace.to_vec()).to_string();
     let reference: serde_json::Value = serde_json::from_str(&reference).unwrap();
     assert_eq!(encoded, reference);
     // The keys keep their order (readers of the text rely on it).

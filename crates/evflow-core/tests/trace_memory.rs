@@ -52,7 +52,8 @@ fn a_chrome_trace_is_encoded_without_a_copy_of_its_events() {
                 start_us: i as f64,
                 duration_us: 0.5,
             })
-            .collect(),
+            .collect::<Vec<_>>()
+            .into(),
         ..Report::default()
     };
     let mut written = 0usize;

@@ -390,7 +390,7 @@ pub(crate) fn run_on<Q: Queues>(
         }));
     }
     let busy_s = machine.busy_s;
-    let trace = machine.trace.take().unwrap_or_default();
+    let trace = evflow_core::Trace::from(machine.trace.take().unwrap_or_default());
     let devices = device.as_ref().map(|d| d.reports()).unwrap_or_default();
 
     let events = tally.events.get();

@@ -17,7 +17,8 @@ pub struct Table {
 
 impl Table {
     /// Reads a CSV file: a header line of column names, then one line of
-    /// numbers per event (`true`/`false` read as 1/0). Errors name the line.
+    /// finite numbers per event (`true`/`false` read as 1/0). Errors name
+    /// the line, its event and the column.
     pub fn read(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read '{}': {e}", path.display()))?;
@@ -28,10 +29,8 @@ impl Table {
         // A byte-order mark (spreadsheets write one) is not part of the
         // first column's name.
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        let mut lines = text
-            .lines()
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty());
+        let blank = |l: &str| l.trim().is_empty();
+        let mut lines = text.lines().enumerate().skip_while(|(_, l)| blank(l));
         let Some((_, header)) = lines.next() else {
             return Err("empty table (a header line of column names is needed)".into());
         };
@@ -44,29 +43,31 @@ impl Table {
                 return Err(format!("column '{name}' appears twice"));
             }
         }
-        let mut columns: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
-        for (line_no, line) in lines {
-            let mut count = 0;
-            for (i, field) in line.split(',').enumerate() {
-                let field = field.trim();
-                let value = match field {
-                    "true" | "True" => 1.0,
-                    "false" | "False" => 0.0,
-                    _ => field
-                        .parse::<f64>()
-                        .map_err(|_| format!("line {}: '{field}' is not a number", line_no + 1))?,
-                };
-                if i < names.len() {
-                    columns[i].push(value);
-                }
-                count += 1;
-            }
-            if count != names.len() {
+        // Blank lines at the end are no rows; between rows, a blank line
+        // would shift every later event onto the next row.
+        let mut rows: Vec<(usize, &str)> = lines.collect();
+        while rows.last().is_some_and(|(_, l)| blank(l)) {
+            rows.pop();
+        }
+        let mut columns: Vec<Vec<f64>> = vec![Vec::with_capacity(rows.len()); names.len()];
+        for (row, (line_no, line)) in rows.into_iter().enumerate() {
+            let at = format!("line {} (event {})", line_no + 1, row + 1);
+            if blank(line) {
                 return Err(format!(
-                    "line {}: {count} fields, the header names {}",
-                    line_no + 1,
+                    "{at} is empty: each event needs a line of {} values",
                     names.len()
                 ));
+            }
+            let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+            if fields.len() != names.len() {
+                return Err(format!(
+                    "{at}: {} fields, the header names {}",
+                    fields.len(),
+                    names.len()
+                ));
+            }
+            for ((field, name), column) in fields.iter().zip(&names).zip(&mut columns) {
+                column.push(cell(field).map_err(|e| format!("{at}, column '{name}': {e}"))?);
             }
         }
         let rows = columns.first().map_or(0, Vec::len);
@@ -92,6 +93,25 @@ impl Table {
     pub fn value(&self, c: usize, event: u64) -> f64 {
         let row = (event.max(1) - 1) % self.rows as u64;
         self.columns[c][row as usize]
+    }
+}
+
+/// One cell of a table: a finite number, or `true`/`false` (1/0). NaN and
+/// infinities are refused: NaN fails every comparison and an infinity
+/// (often an overflow, `1e999`, or a stand-in for a missing value) passes
+/// every bound, so a cut would decide on them in silence.
+fn cell(field: &str) -> Result<f64, String> {
+    match field {
+        "true" | "True" => Ok(1.0),
+        "false" | "False" => Ok(0.0),
+        "" => Err("empty (a missing value has no number to cut on)".into()),
+        _ => match field.parse::<f64>() {
+            Ok(v) if v.is_finite() => Ok(v),
+            Ok(_) => Err(format!(
+                "'{field}' is not a finite number (NaN and infinities are refused)"
+            )),
+            Err(_) => Err(format!("'{field}' is not a number")),
+        },
     }
 }
 
@@ -226,5 +246,45 @@ mod tests {
         assert!(!c.passes(&t, 1) && c.passes(&t, 2));
         assert!(Table::parse("a,b\n1\n").unwrap_err().contains("line 2"));
         assert!(Table::parse("a,a\n1,2\n").is_err());
+    }
+
+    #[test]
+    fn bad_cells_and_rows_are_refused_naming_line_event_and_column() {
+        let err = |text: &str| Table::parse(text).map(|_| ()).unwrap_err();
+        for (bad, shown) in [
+            ("NaN", "'NaN' is not a finite number"),
+            ("nan", "'nan' is not a finite number"),
+            ("-inf", "'-inf' is not a finite number"),
+            ("infinity", "'infinity' is not a finite number"),
+            // Beyond the largest f64: read as an infinity.
+            ("1e999", "'1e999' is not a finite number"),
+            ("", "empty"),
+            (" ", "empty"),
+            ("4x", "'4x' is not a number"),
+        ] {
+            let e = err(&format!("met,njet\n30,1\n50,{bad}\n"));
+            assert!(
+                e.starts_with("line 3 (event 2), column 'njet': ") && e.contains(shown),
+                "{bad:?}: {e}"
+            );
+        }
+        // A short row, a long one (a trailing comma), a blank line between
+        // rows: each named by its line and event.
+        let e = err("met,njet\n30,1\n40\n");
+        assert_eq!(e, "line 3 (event 2): 1 fields, the header names 2");
+        let e = err("met,njet\n30,1\n40,2,\n");
+        assert_eq!(e, "line 3 (event 2): 3 fields, the header names 2");
+        let e = err("met\n30\n\n50\n");
+        assert!(e.starts_with("line 3 (event 2) is empty"), "{e}");
+        // Blank lines before the header and after the last row are no rows.
+        let t = Table::parse("\n met\n30\n50\n\n  \n").unwrap();
+        assert_eq!(t.rows(), 2);
+        let c = Cut::parse("met > 40", &t).unwrap();
+        assert!(!c.passes(&t, 1) && c.passes(&t, 2));
+        // The event numbers count rows, not lines.
+        let e = err("\n\nmet\n1\n2\nnan\n");
+        assert!(e.starts_with("line 6 (event 3), column 'met'"), "{e}");
+        assert_eq!(err("a,b,a\n1,2,3\n"), "column 'a' appears twice");
+        assert_eq!(err("a,,b\n1,2,3\n"), "column 2 has an empty name");
     }
 }

@@ -10,8 +10,9 @@ use super::state::*;
 use super::trace::Track;
 use crate::graph::ModuleIdx;
 use crate::ids::EventId;
-use crate::report::{ModuleReport, PathReport, Report, Stall, StepReport, TraceSlice};
+use crate::report::{ModuleReport, PathReport, Report, Stall, StepReport};
 use crate::schedule::{EventState, Observer, PathOutcome, PathStatus};
+use crate::trace::TraceSlice;
 use crate::trigger::TriggerResults;
 
 /// What a trace slice is named after.
