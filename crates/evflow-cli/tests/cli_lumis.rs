@@ -167,15 +167,15 @@ fn events_per_lumi_beyond_the_largest_run_number_is_refused_before_the_job() {
         &RUNS.replace("first_run = 5", "first_run = 4294967294"),
     );
     // Blocks of 2 end in the largest run, 4294967295 (events 5 to 8);
-    // blocks of 1 would need run 4294967297 for event 8: refused before
-    // any event is read.
+    // blocks of 1 would need run 4294967296 from event 5 on: refused
+    // before any event is read, naming the first event out of range.
     let out = evflow(&["run", &config, "--events", "8", "--quiet"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let out = evflow(&["run", &config, "--events", "8", "--events-per-lumi", "1"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(
-        err.contains("last.toml: source: event 8 would be in run 4294967297, luminosity block 2"),
+        err.contains("last.toml: source: event 5 would be in run 4294967296, luminosity block 1"),
         "{err}"
     );
     let out = evflow(&["run", &config, "--events-per-lumi", "0"]);

@@ -84,18 +84,29 @@ impl EmptySource {
         self.first_run = run;
         self
     }
-    /// Checks, before any event is read, that the last event's run and
+    /// Checks, before any event is read, that every event's run and
     /// luminosity-block numbers fit in 32 bits (the error names the first
     /// event that would not).
     pub fn check_numbers(&self) -> Result<(), String> {
-        if self.events == 0 {
+        // The first block index whose run number passes 32 bits, and, when
+        // a run holds more blocks than 32 bits count, the first whose block
+        // number does; events before the first such block are all in range.
+        let max = u128::from(u32::MAX);
+        let run_overflow = (max - u128::from(self.first_run) + 1) * u128::from(self.lumis_per_run);
+        let lumi_overflow = if u128::from(self.lumis_per_run) > max {
+            max
+        } else {
+            u128::MAX
+        };
+        let first_bad = run_overflow
+            .min(lumi_overflow)
+            .saturating_mul(u128::from(self.events_per_lumi));
+        if first_bad >= u128::from(self.events) {
             return Ok(());
         }
-        let mut last = self.clone();
-        last.next = self.events - 1;
-        // The lumi number grows within a run and the run number with the
-        // event index: the last event has the largest of both.
-        last.next_event(&mut SourceProducts::default())
+        let mut at = self.clone();
+        at.next = first_bad as u64; // below `events`, a u64
+        at.next_event(&mut SourceProducts::default())
             .map(|_| ())
             .map_err(|e| e.to_string())
     }
