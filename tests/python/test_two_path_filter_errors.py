@@ -67,3 +67,14 @@ def test_a_distributed_error_names_the_filter_and_its_path(client: Any) -> None:
     assert f"module 'checked' on path 'sr' failed on batch {BAD_BATCH} (" in str(err.value), str(err.value)
     result = _process().run(client=client, chunk_size=2 * STEP, on_error="skip", filter_order="fixed")
     assert [(f["module"], f["path"]) for f in result.report["failed_events"]] == [("checked", "sr")]
+
+
+def test_a_distributed_skip_names_the_batch_by_its_number_in_the_job(client: Any) -> None:
+    """A chunk's engine numbers its batches from 0; the failed event's
+    message names the batch as one process does (batch 2 is the first
+    batch of the second chunk here, which called it batch 0)."""
+    one = _process().run(threads=1, on_error="skip", filter_order="fixed")
+    many = _process().run(client=client, chunk_size=2 * STEP, on_error="skip", filter_order="fixed")
+    assert many.report["failed_events"] == one.report["failed_events"]
+    (failed,) = many.report["failed_events"]
+    assert failed["message"].startswith(f"batch {BAD_BATCH} ("), failed["message"]

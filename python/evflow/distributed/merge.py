@@ -14,6 +14,7 @@ an earlier one.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -175,6 +176,13 @@ def merge_types(have: bytes | None, new: bytes | None) -> bytes | None:
     return bytes(pa.schema(fields).serialize().to_pybytes())
 
 
+def job_batch_message(message: str, batch: int, first_batch: int) -> str:
+    """``message`` with the chunk's batch number ``batch`` (the engine numbers
+    a chunk's batches from 0) replaced by its number in the whole job, as one
+    process names it."""
+    return re.sub(rf"\bbatch {batch}\b", f"batch {first_batch + batch}", message, count=1)
+
+
 def merge_reports(
     reports: Sequence[dict[str, Any]], first_batches: Sequence[int], chunk_ids: Sequence[int]
 ) -> dict[str, Any]:
@@ -223,7 +231,11 @@ def merge_reports(
     stalls: list[dict[str, Any]] = []
     for i, r, base in zip(chunk_ids, reports, first_batches, strict=True):
         for f in r.get("failed_events", []):
-            failed.append({**f, "event": int(f.get("event", 0)) + base})
+            event = int(f.get("event", 0))  # the chunk's batch number + 1
+            entry = {**f, "event": event + base}
+            if isinstance(f.get("message"), str) and event >= 1:
+                entry["message"] = job_batch_message(f["message"], event - 1, base)
+            failed.append(entry)
         for o in r.get("orderings", []):
             orderings.append({**o, "chunk": i} if isinstance(o, dict) else {"change": o, "chunk": i})
         stalls.extend(r.get("stalls", []))

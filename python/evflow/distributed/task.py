@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
-import re
 import threading
 import time
 import traceback
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigurationError, EvflowError, JobError, ModuleError
 from ..output import ParquetOutput
 from .chunks import Chunk, chunk_source
+from .merge import job_batch_message
 
 if TYPE_CHECKING:
     from .._process import Process
@@ -241,9 +241,7 @@ def run_chunk(
                 f, a, b = chunk.steps[batch]
                 extra["batch_where"] = f"file '{f}', entries {a}-{b - 1}"
                 # The engine numbers the chunk's batches from 0: give the job's number.
-                message = re.sub(
-                    rf"\bbatch {batch}\b", f"batch {chunk.first_batch + batch}", message, count=1
-                )
+                message = job_batch_message(message, batch, chunk.first_batch)
                 batch += chunk.first_batch
             extra.update(module=e.module, batch=batch, job_kind=e.kind)
         kind = "module" if isinstance(e, ModuleError) else "input"
