@@ -4,36 +4,12 @@
 //! peak of the heap while a long trace is encoded stays far below the size
 //! of one event per slice.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 
 use evflow_core::{EventId, Report, TraceSlice};
 
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every call is passed on unchanged to the system allocator, which
-// upholds GlobalAlloc's contract; the counters only add and subtract the
-// sizes of the layouts passed.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's layout, as GlobalAlloc::alloc requires.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            let live = LIVE.fetch_add(layout.size(), SeqCst) + layout.size();
-            PEAK.fetch_max(live, SeqCst);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` was allocated by `alloc` above with this layout.
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size(), SeqCst);
-    }
-}
+mod counting;
+use counting::Counting;
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -67,10 +43,10 @@ fn a_chrome_trace_is_encoded_without_a_copy_of_its_events() {
             Ok(())
         }
     }
-    let before = LIVE.load(SeqCst);
-    PEAK.store(before, SeqCst);
+    let before = counting::live();
+    counting::reset_peak();
     serde_json::to_writer(Count(&mut written), &report.chrome_trace()).unwrap();
-    let extra = PEAK.load(SeqCst) - before;
+    let extra = counting::peak() - before;
     assert!(
         written > SLICES * 100,
         "every slice was written ({written} bytes)"

@@ -6,36 +6,11 @@
 //! meanwhile): the heap's peak over a traced job, above where it started,
 //! stays well below twice the slices' size.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-
 use evflow_core::{EmptySource, Process, RunOptions, TraceSlice, run};
 use evflow_workloads::{self as synthetic, Timing, Work};
 
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every call is passed on unchanged to the system allocator, which
-// upholds GlobalAlloc's contract; the counters only add and subtract the
-// sizes of the layouts passed.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's layout, as GlobalAlloc::alloc requires.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            let live = LIVE.fetch_add(layout.size(), SeqCst) + layout.size();
-            PEAK.fetch_max(live, SeqCst);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` was allocated by `alloc` above with this layout.
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size(), SeqCst);
-    }
-}
+mod counting;
+use counting::Counting;
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -56,10 +31,10 @@ fn a_traced_job_holds_its_slices_once() {
         trace: true,
         ..RunOptions::default()
     };
-    let before = LIVE.load(SeqCst);
-    PEAK.store(before, SeqCst);
+    let before = counting::live();
+    counting::reset_peak();
     let report = run(p, &options).unwrap();
-    let peak = PEAK.load(SeqCst) - before;
+    let peak = counting::peak() - before;
     let slices = report.trace.len();
     // A read and three modules per event.
     assert!(slices as u64 >= 4 * EVENTS, "{slices} slices");
