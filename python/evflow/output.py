@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._skim_types import common_schema, common_type, copy_cast, holds, to_arrow, type_text
-from .errors import ConfigurationError
+from .errors import ConfigurationError, InputError
 
 if TYPE_CHECKING:
     from ._runtime import Events
@@ -76,21 +76,27 @@ class SkimContents(NamedTuple):
 
 
 def read_skim_manifest(directory: str) -> SkimContents:
-    """Reads the manifest of the skim ``directory``; a missing or broken
-    manifest raises what reading or decoding it raised (``OSError``,
-    ``ValueError``, ``KeyError``, ``TypeError``, ``AttributeError``)."""
+    """Reads the manifest of the skim ``directory``; a manifest that cannot
+    be read or decoded raises :class:`~evflow.errors.InputError` naming it
+    and what failed."""
     import base64
     import json
 
-    with open(os.path.join(directory, MANIFEST)) as f:
-        manifest = json.load(f)
-    parts = [os.path.join(directory, str(p["file"])) for p in manifest["parts"] if p.get("file")]
-    schema = None
-    if isinstance(manifest.get("schema"), str):
-        import pyarrow as pa
+    path = os.path.join(directory, MANIFEST)
+    try:
+        with open(path) as f:
+            manifest = json.load(f)
+        parts = [os.path.join(directory, str(p["file"])) for p in manifest["parts"] if p.get("file")]
+        schema = None
+        if isinstance(manifest.get("schema"), str):
+            import pyarrow as pa
 
-        schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(manifest["schema"])))
-    return SkimContents(parts, list(manifest.get("columns", [])), schema)
+            schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(manifest["schema"])))
+        return SkimContents(parts, list(manifest.get("columns", [])), schema)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise InputError(
+            f"'{directory}' is not a readable skim: its manifest '{path}' is broken ({type(e).__name__}: {e})"
+        ) from None
 
 
 def remove_skim_directory(path: str) -> None:

@@ -103,12 +103,7 @@ def read_skim(directory: str) -> object:
             f"'{directory}' is not a finished distributed skim: it has no '{MANIFEST}' (written last, "
             "once every chunk is in)"
         )
-    try:
-        skim = read_skim_manifest(directory)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise InputError(
-            f"'{directory}' is not a readable skim: its manifest '{manifest}' is broken ({e})"
-        ) from e
+    skim = read_skim_manifest(directory)
     tables = [pq.read_table(p) for p in skim.parts]
     if not tables:
         if skim.schema is not None:  # the columns' types, as a single-process skim keeps them

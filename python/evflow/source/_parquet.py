@@ -43,12 +43,7 @@ def _expand_directories(files: list[str]) -> tuple[list[str], Any]:
             continue
         manifest = os.path.join(path, MANIFEST)
         if os.path.isfile(manifest):
-            try:
-                skim = read_skim_manifest(path)
-            except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-                raise InputError(
-                    f"'{path}' is not a readable skim: its manifest '{manifest}' is broken ({type(e).__name__}: {e})"
-                ) from None
+            skim = read_skim_manifest(path)
             out.extend(skim.parts)
             if schema is None:
                 schema = skim.schema
