@@ -7,28 +7,10 @@ use evflow_core::ordering::{OrderingOptions, OrderingPlanner, Policy};
 use evflow_core::schedule::{OrderChange, PathOutcome, Planner};
 use evflow_core::*;
 
+mod driven;
 mod walk;
 
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// A uniform number in [0, 1) from a key.
-fn unit(key: u64) -> f64 {
-    (mix(key) >> 11) as f64 / (1u64 << 53) as f64
-}
-
-/// A filter that is never run: the planner is driven by hand.
-struct Idle;
-impl Transitions for Idle {}
-impl Filter for Idle {
-    fn filter(&self, _: &Event<'_>) -> ModuleResult<bool> {
-        Ok(true)
-    }
-}
+use driven::{Idle, mix, unit};
 
 /// Filters with known costs and pass decisions from uniform variables
 /// (`twin`: the step reads the variable of another, smeared), precedence
