@@ -2,6 +2,9 @@
 //! scripted decisions and timings: a seeded hash for the data and the
 //! noise, and a filter that never runs.
 
+// Each test file uses part of it.
+#![allow(dead_code)]
+
 use evflow_core::*;
 
 /// SplitMix64's finaliser: a well-mixed 64-bit hash of a key.

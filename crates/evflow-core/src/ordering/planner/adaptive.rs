@@ -178,13 +178,10 @@ impl OrderingPlanner {
                     .flatten()
                     .map(|n| format!("{n}; "))
                     .collect::<String>();
+                let counted: u64 = epochs.iter().map(|e| e.stops.iter().sum::<u64>()).sum();
                 let reason = format!(
-                    "{note}{method}, {} samples post-stratified on {} events: expected {} per event (previous order {}; gain {} against {} needed: switching cost {}, uncertainty {} of the costs, {} of the pass rates)",
-                    samples.len(),
-                    epochs
-                        .iter()
-                        .map(|e| e.stops.iter().sum::<u64>())
-                        .sum::<u64>(),
+                    "{note}{method}, {}: expected {} per event (previous order {}; gain {} against {} needed: switching cost {}, uncertainty {} of the costs, {} of the pass rates)",
+                    sample_basis(samples.len(), counted),
                     micros(new_cost),
                     micros(cur_cost),
                     micros(gain),
@@ -434,5 +431,19 @@ impl OrderingPlanner {
             reason,
         });
         current
+    }
+}
+
+/// What a decision's pass model rests on: its samples, post-stratified on
+/// the events counted on the path. With none counted yet, the samples are
+/// the probe of the first batch (the Python face decides on it before any
+/// batch enters the path), and nothing was post-stratified.
+fn sample_basis(samples: usize, counted: u64) -> String {
+    if counted == 0 {
+        format!(
+            "{samples} samples from a probe of events run through every step before any event was counted on the path (no stop counts yet to post-stratify on)"
+        )
+    } else {
+        format!("{samples} samples post-stratified on {counted} events")
     }
 }
