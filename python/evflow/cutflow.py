@@ -453,6 +453,8 @@ def _why(
         # A distributed run's changes count the batches of their chunk.
         chunk = f" of chunk {change['chunk']}" if "chunk" in change else ""
         n = change["at_event"]
+        if n == 0:  # decided on the first batch's probe, before any batch finished
+            return f"before any batch finished{chunk}"
         return f"after {n} {'batch' if n == 1 else 'batches'}{chunk}"
 
     to_ran = [c for c in changes if names(c)[: len(ran)] == ran]

@@ -31,7 +31,7 @@ def test_a_change_after_the_last_batch_is_not_the_reason_of_the_order_that_ran()
         ],
     )
     assert path.order == ["c", "a", "b"]
-    assert path.why.startswith("adaptive: chosen after 0 batches: first probe"), path.why
+    assert path.why.startswith("adaptive: chosen before any batch finished: first probe"), path.why
     assert "later change after 1 batch, to c > b > a, ran on fewer batches" in path.why
 
 
@@ -51,7 +51,7 @@ def test_the_last_change_explains_the_order_when_most_batches_ran_it() -> None:
 def test_a_filter_on_several_paths_is_matched_by_its_name() -> None:
     path = _cutflow([[1, 0, 2]] * 2, [_change(0, ["b@sel", "a", "c@sel"], "the reason")])
     assert path.order == ["b", "a", "c"]
-    assert path.why == "adaptive: chosen after 0 batches: the reason"
+    assert path.why == "adaptive: chosen before any batch finished: the reason"
 
 
 def test_a_change_in_a_chunk_of_a_distributed_run_names_the_chunk() -> None:
@@ -66,5 +66,5 @@ def test_a_change_in_a_chunk_of_a_distributed_run_names_the_chunk() -> None:
         ],
     )
     assert path.order == ["c", "b", "a"]
-    assert path.why.startswith("adaptive: chosen after 0 batches of chunk 3: the reason"), path.why
+    assert path.why.startswith("adaptive: chosen before any batch finished of chunk 3: the reason"), path.why
     assert "later change after 2 batches of chunk 5, to a > c > b" in path.why
