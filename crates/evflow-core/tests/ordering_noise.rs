@@ -13,7 +13,7 @@ use evflow_core::*;
 mod driven;
 mod walk;
 
-use driven::{Idle, mix, unit};
+use driven::{driven_graph, mix, unit};
 
 /// Eight filters with known costs, pass decisions by hash (one strongly
 /// correlated pair), three precedence constraints, and a bad written order
@@ -66,18 +66,7 @@ impl Pipeline {
         }))
     }
     fn graph(&self) -> Graph {
-        let mut proc = Process::new("driven");
-        proc.set_source(EmptySource::new(1));
-        let labels: Vec<String> = (0..self.costs.len()).map(|j| format!("f{j}")).collect();
-        for l in &labels {
-            proc.add(ModuleDesc::filter(l.clone(), Idle));
-        }
-        let mut path = PathDesc::new("sel", labels.iter().cloned()).reorderable(true);
-        for &(later, earlier) in &self.after {
-            path = path.after(labels[later].clone(), labels[earlier].clone());
-        }
-        proc.add_path(path);
-        proc.compile().unwrap()
+        driven_graph(self.costs.len(), &self.after)
     }
 }
 

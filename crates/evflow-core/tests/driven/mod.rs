@@ -28,3 +28,20 @@ impl Filter for Idle {
         Ok(true)
     }
 }
+
+/// A reorderable path `sel` of `filters` idle filters `f0`, `f1`, …, with
+/// the precedence constraints `after` as (later, earlier) indices.
+pub fn driven_graph(filters: usize, after: &[(usize, usize)]) -> Graph {
+    let mut proc = Process::new("driven");
+    proc.set_source(EmptySource::new(1));
+    let labels: Vec<String> = (0..filters).map(|j| format!("f{j}")).collect();
+    for l in &labels {
+        proc.add(ModuleDesc::filter(l.clone(), Idle));
+    }
+    let mut path = PathDesc::new("sel", labels.iter().cloned()).reorderable(true);
+    for &(later, earlier) in after {
+        path = path.after(labels[later].clone(), labels[earlier].clone());
+    }
+    proc.add_path(path);
+    proc.compile().unwrap()
+}
