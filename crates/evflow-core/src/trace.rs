@@ -11,8 +11,9 @@
 //! added while the list was filled (docs/performance.md).
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
 use std::sync::Arc;
+
+use itertools::KMergeBy;
 
 use serde::Serialize;
 
@@ -91,19 +92,8 @@ impl Trace {
     /// The slices in [`TraceSlice::cmp_start`] order, merged from the
     /// runs as they are read (a heap of one entry per run, no copy).
     pub fn iter(&self) -> Iter<'_> {
-        let heads = self
-            .runs
-            .iter()
-            .enumerate()
-            .map(|(run, slices)| Head {
-                slice: &slices[0],
-                run,
-                at: 0,
-            })
-            .collect();
         Iter {
-            runs: &self.runs,
-            heads,
+            merged: itertools::kmerge_by(self.runs.iter().map(|run| run.iter()), starts_before),
             left: self.len,
         }
     }
@@ -142,41 +132,17 @@ impl<'a> IntoIterator for &'a Trace {
     }
 }
 
-/// The next slice of one run.
-#[derive(Debug)]
-struct Head<'a> {
-    slice: &'a TraceSlice,
-    run: usize,
-    at: usize,
-}
+/// The order [`Iter`] merges by: `a` starts before `b`.
+type StartsBefore<'a> = fn(&&'a TraceSlice, &&'a TraceSlice) -> bool;
 
-impl Ord for Head<'_> {
-    /// Reversed, for a min-heap: the first in `cmp_start` order is the
-    /// greatest; equal slices by their run, so that the order is total.
-    fn cmp(&self, other: &Self) -> Ordering {
-        TraceSlice::cmp_start(other.slice, self.slice).then(other.run.cmp(&self.run))
-    }
+fn starts_before(a: &&TraceSlice, b: &&TraceSlice) -> bool {
+    TraceSlice::cmp_start(a, b) == Ordering::Less
 }
-
-impl PartialOrd for Head<'_> {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl PartialEq for Head<'_> {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for Head<'_> {}
 
 /// The slices of a [`Trace`] in order: [`Trace::iter`].
 #[derive(Debug)]
 pub struct Iter<'a> {
-    runs: &'a [Vec<TraceSlice>],
-    heads: BinaryHeap<Head<'a>>,
+    merged: KMergeBy<std::slice::Iter<'a, TraceSlice>, StartsBefore<'a>>,
     left: usize,
 }
 
@@ -184,15 +150,7 @@ impl<'a> Iterator for Iter<'a> {
     type Item = &'a TraceSlice;
 
     fn next(&mut self) -> Option<&'a TraceSlice> {
-        let mut head = self.heads.peek_mut()?;
-        let slice = head.slice;
-        let run = &self.runs[head.run];
-        if head.at + 1 < run.len() {
-            head.at += 1;
-            head.slice = &run[head.at];
-        } else {
-            std::collections::binary_heap::PeekMut::pop(head);
-        }
+        let slice = self.merged.next()?;
         self.left -= 1;
         Some(slice)
     }
