@@ -29,9 +29,8 @@ def user_labels(report: dict[str, Any], engine_label: Mapping[tuple[str, str], s
     engine labels replaced by the filters' labels; ``engine_label`` maps
     ``(path, filter label)`` to the engine's label."""
     by_path: dict[str, dict[str, str]] = {}
-    occurrence: dict[str, tuple[str, str]] = {}
-    for (path, label), engine in engine_label.items():
-        occurrence[engine] = (label, path)
+    occurrence = _occurrences(engine_label)
+    for engine, (label, path) in occurrence.items():
         if engine != label:
             by_path.setdefault(path, {})[engine] = label
     if "modules" in report:
@@ -76,14 +75,11 @@ def _modules_by_label(
             out.append(m)
             continue
         label, path = occurrence[m["label"]]
-        own = {k: m.get(k, 0) for k in MODULE_SUMS}
         entry = by_label.get(label)
         if entry is None:
             entry = by_label[label] = {**m, "label": label, **dict.fromkeys(MODULE_SUMS, 0), "paths": {}}
             out.append(entry)
-        entry["paths"][path] = own
-        for k in MODULE_SUMS:
-            entry[k] += own[k]
+        add_module(entry, {"paths": {path: m}, **{k: m.get(k, 0) for k in MODULE_SUMS}})
     return out
 
 
@@ -111,11 +107,16 @@ def user_error(res: dict[str, Any], engine_label: Mapping[tuple[str, str], str])
     paths, the path of the occurrence that failed."""
     err = res.get("error")
     if isinstance(err, dict):
-        for (path, label), engine in engine_label.items():
-            if engine == err.get("module") and engine != label:
-                err["module"], err["path"] = label, path
-                break
+        label, path = _occurrences(engine_label).get(err.get("module"), (None, None))
+        if label is not None and label != err["module"]:
+            err["module"], err["path"] = label, path
     return res
+
+
+def _occurrences(engine_label: Mapping[tuple[str, str], str]) -> dict[str, tuple[str, str]]:
+    """Each engine label's filter label and path (``engine_label`` maps
+    ``(path, filter label)`` to the engine's label)."""
+    return {engine: (label, path) for (path, label), engine in engine_label.items()}
 
 
 def user_name(label: str, proc: Process, outputs: Sequence[ParquetOutput]) -> str:
