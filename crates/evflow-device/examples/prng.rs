@@ -57,8 +57,7 @@ impl Producer for Draw {
                 let launch = Launch {
                     module: "draw".into(),
                     kernel: Arc::new(StreamFill::new(PER_EVENT)),
-                    input: StreamFill::input(base, SEED),
-                    in_offsets: vec![0, 16],
+                    input: StreamFill::input(base, SEED).into(),
                     out_offsets: vec![0, PER_EVENT * 8],
                     work_s: COST_PER_NUMBER_S * PER_EVENT as f64,
                 };

@@ -23,8 +23,11 @@
 //! buffers (input, offsets, output), grown on demand and reused, so a
 //! launch allocates nothing and copies at the link's full bandwidth; with
 //! two streams one launch's transfers overlap the other's kernel (double
-//! buffering). `LaunchTimes::transfer_in_s` covers the copy into the pinned
-//! buffer and the upload, `transfer_out_s` the download and the copy out.
+//! buffering). A launch's input arrives as its events' own packed buffers
+//! ([`crate::LaunchInput`]), copied piece by piece straight into the pinned
+//! buffer: the one host copy of each input byte before the upload.
+//! `LaunchTimes::transfer_in_s` covers that copy and the upload,
+//! `transfer_out_s` the download and the copy out.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -207,9 +210,28 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy> Staged<T> {
     /// Copies `data` into the pinned buffer and queues its copy to the
     /// device on `stream`.
     fn upload(&mut self, stream: &Arc<CudaStream>, data: &[T]) -> Result<(), DriverError> {
-        let (host, device) = self.reserve(stream, data.len())?;
-        let n = data.len();
-        host.as_mut_slice()?[..n].copy_from_slice(data);
+        self.upload_pieces(stream, std::iter::once(data))
+    }
+
+    /// Copies `pieces` end to end into the pinned buffer (each byte once,
+    /// straight from its piece) and queues their copy to the device on
+    /// `stream` as one transfer.
+    fn upload_pieces<'a>(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        pieces: impl Iterator<Item = &'a [T]> + Clone,
+    ) -> Result<(), DriverError>
+    where
+        T: 'a,
+    {
+        let n: usize = pieces.clone().map(<[T]>::len).sum();
+        let (host, device) = self.reserve(stream, n)?;
+        let staging = host.as_mut_slice()?;
+        let mut start = 0;
+        for piece in pieces {
+            staging[start..start + piece.len()].copy_from_slice(piece);
+            start += piece.len();
+        }
         if n > 0 {
             stream.memcpy_htod(&host.as_slice()?[..n], &mut device.slice_mut(..n))?;
         }
@@ -348,9 +370,10 @@ impl Worker {
         let config = launch_config(n, kernel.threads_per_invocation())
             .map_err(|e| launch_error(device, kernel, e))?;
         let t0 = Instant::now();
-        self.input.upload(&stream, &launch.input).map_err(err)?;
+        let pieces = launch.input.pieces().iter().map(Vec::as_slice);
+        self.input.upload_pieces(&stream, pieces).map_err(err)?;
         (self.in_offsets)
-            .upload(&stream, &offsets(&launch.in_offsets))
+            .upload(&stream, &offsets(launch.in_offsets()))
             .map_err(err)?;
         (self.out_offsets)
             .upload(&stream, &offsets(&launch.out_offsets))
@@ -551,6 +574,13 @@ mod tests {
         assert_eq!(staged.host(100).unwrap(), data);
         staged.upload(&stream, &data[..10]).unwrap();
         assert_eq!(staged.capacity(), 128);
+        // Pieces, empty ones among them, land end to end.
+        let pieces: [&[u8]; 4] = [&data[..30], &[], &data[30..31], &data[31..]];
+        staged.upload_pieces(&stream, pieces.into_iter()).unwrap();
+        staged.buffers.as_mut().unwrap().0.as_mut_slice().unwrap()[..100].fill(7);
+        staged.download(&stream, 100).unwrap();
+        stream.synchronize().unwrap();
+        assert_eq!(staged.host(100).unwrap(), data);
         let big = vec![3u8; 1000];
         staged.upload(&stream, &big).unwrap();
         staged.download(&stream, 1000).unwrap();

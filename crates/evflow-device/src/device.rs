@@ -10,7 +10,8 @@ use serde::Serialize;
 
 /// The device code of a module: runs over a whole batch of invocations.
 ///
-/// `input` holds the packed inputs of every invocation, invocation `i` in
+/// `input` holds the packed inputs of every invocation (the launch's
+/// [`LaunchInput`] pieces joined end to end), invocation `i` in
 /// `input[in_offsets[i]..in_offsets[i + 1]]`; the kernel writes invocation
 /// `i`'s result into `output[out_offsets[i]..out_offsets[i + 1]]`.
 /// On the emulated device this Rust code is the kernel; a GPU backend
@@ -94,14 +95,120 @@ pub(crate) fn word(bytes: &[u8], k: usize) -> Option<u64> {
     Some(u64::from_le_bytes(b.try_into().ok()?))
 }
 
+/// A launch's packed inputs: one piece per invocation, each the buffer
+/// its module packed, moved in as it is. Invocation `i`'s bytes are piece
+/// `i`, and `offsets()[i]..offsets()[i + 1]` of the launch's input as a
+/// kernel sees it (the pieces end to end). Nothing joins the pieces on the
+/// thread that closes a batch: each backend copies them once, straight
+/// into where it needs them (a GPU's pinned staging buffer; the emulated
+/// device's memory, on its copy engine).
+///
+/// ```
+/// use evflow_device::LaunchInput;
+///
+/// let input: LaunchInput = [vec![1u8, 2], vec![], vec![3]].into_iter().collect();
+/// assert_eq!((input.items(), input.len()), (3, 3));
+/// assert_eq!(input.offsets(), [0, 2, 2, 3]);
+/// let mut joined = [0u8; 3];
+/// input.copy_to(&mut joined);
+/// assert_eq!(joined, [1, 2, 3]);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaunchInput {
+    pieces: Vec<Vec<u8>>,
+    /// `pieces.len() + 1` offsets, from 0 to the total length.
+    offsets: Vec<usize>,
+}
+
+impl Default for LaunchInput {
+    fn default() -> Self {
+        Self::with_capacity(0)
+    }
+}
+
+impl LaunchInput {
+    /// No invocation yet, with room for `items` pieces.
+    pub fn with_capacity(items: usize) -> Self {
+        let mut offsets = Vec::with_capacity(items + 1);
+        offsets.push(0);
+        Self {
+            pieces: Vec::with_capacity(items),
+            offsets,
+        }
+    }
+
+    /// Adds the next invocation's input (moved, not copied).
+    pub fn push(&mut self, piece: Vec<u8>) {
+        self.offsets.push(self.len() + piece.len());
+        self.pieces.push(piece);
+    }
+
+    /// The invocations' inputs, in order.
+    pub fn pieces(&self) -> &[Vec<u8>] {
+        &self.pieces
+    }
+
+    /// Where each invocation's input starts in the joined input, and the
+    /// total length last (`items() + 1` offsets).
+    pub fn offsets(&self) -> &[usize] {
+        &self.offsets
+    }
+
+    pub fn items(&self) -> usize {
+        self.pieces.len()
+    }
+
+    /// Bytes of all the pieces.
+    pub fn len(&self) -> usize {
+        self.offsets.last().copied().unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Copies the pieces end to end into the start of `dest`, which must
+    /// hold at least [`len`](Self::len) bytes (panics otherwise).
+    pub fn copy_to(&self, dest: &mut [u8]) {
+        for (piece, &start) in self.pieces.iter().zip(&self.offsets) {
+            dest[start..start + piece.len()].copy_from_slice(piece);
+        }
+    }
+
+    /// The pieces end to end, in a new buffer (for a backend that needs
+    /// one contiguous slice: it calls this on its own thread).
+    pub fn joined(&self) -> Vec<u8> {
+        let mut bytes = vec![0u8; self.len()];
+        self.copy_to(&mut bytes);
+        bytes
+    }
+}
+
+impl FromIterator<Vec<u8>> for LaunchInput {
+    fn from_iter<I: IntoIterator<Item = Vec<u8>>>(pieces: I) -> Self {
+        let pieces = pieces.into_iter();
+        let mut input = Self::with_capacity(pieces.size_hint().0);
+        for piece in pieces {
+            input.push(piece);
+        }
+        input
+    }
+}
+
+/// One invocation's input.
+impl From<Vec<u8>> for LaunchInput {
+    fn from(piece: Vec<u8>) -> Self {
+        std::iter::once(piece).collect()
+    }
+}
+
 /// One launch: a batch of invocations of one module's kernel.
 pub struct Launch {
     /// Label of the module (for errors).
     pub module: String,
     pub kernel: Arc<dyn Kernel>,
-    /// Packed inputs, `in_offsets.len() == items + 1`.
-    pub input: Vec<u8>,
-    pub in_offsets: Vec<usize>,
+    /// The invocations' inputs, one piece each, with their offsets.
+    pub input: LaunchInput,
     /// Output offsets, `out_offsets.len() == items + 1`.
     pub out_offsets: Vec<usize>,
     /// Modelled kernel time of the batch on a device of speed-up 1, in
@@ -112,7 +219,11 @@ pub struct Launch {
 
 impl Launch {
     pub fn items(&self) -> usize {
-        self.in_offsets.len().saturating_sub(1)
+        self.input.items()
+    }
+    /// Input offsets, `items() + 1` of them: the kernel's `in_offsets`.
+    pub fn in_offsets(&self) -> &[usize] {
+        self.input.offsets()
     }
     pub fn bytes_in(&self) -> usize {
         self.input.len()

@@ -76,6 +76,9 @@ struct Job {
     /// Modelled time at which the launch is ready for its next stage.
     ready: Instant,
     times: LaunchTimes,
+    /// The launch's input in device memory: its pieces joined by the copy
+    /// engine (the transfer in), not by the thread that submitted it.
+    input: Vec<u8>,
     output: Vec<u8>,
 }
 
@@ -103,7 +106,7 @@ struct Counters {
 ///
 /// ```
 /// use std::sync::{Arc, mpsc};
-/// use evflow_device::{Device, EmulatedConfig, EmulatedDevice, Kernel, Launch};
+/// use evflow_device::{Device, EmulatedConfig, EmulatedDevice, Kernel, Launch, LaunchInput};
 ///
 /// struct Double;
 /// impl Kernel for Double {
@@ -115,9 +118,11 @@ struct Counters {
 /// }
 /// let device = EmulatedDevice::new(EmulatedConfig::default());
 /// let (tx, rx) = mpsc::channel();
+/// // Two invocations, each with its own packed input.
+/// let input: LaunchInput = [vec![1], vec![2, 3]].into_iter().collect();
 /// let launch = Launch {
-///     module: "m".into(), kernel: Arc::new(Double), input: vec![1, 2, 3],
-///     in_offsets: vec![0, 1, 3], out_offsets: vec![0, 1, 3], work_s: 1e-4,
+///     module: "m".into(), kernel: Arc::new(Double), input,
+///     out_offsets: vec![0, 1, 3], work_s: 1e-4,
 /// };
 /// device.submit(launch, Box::new(move |r| tx.send(r).unwrap()));
 /// let out = rx.recv().unwrap().unwrap();
@@ -217,6 +222,7 @@ impl Device for EmulatedDevice {
             submitted: now,
             ready: now,
             times: LaunchTimes::default(),
+            input: Vec::new(),
             output: Vec::new(),
         };
         if let Err(failed) = self.queue.send(job) {
@@ -277,6 +283,8 @@ impl Engines {
         }
         let start = job.ready.max(*free_at);
         job.times.queued_s = (start - job.submitted).as_secs_f64();
+        // Within the modelled transfer: the stage sleeps until its end.
+        job.input = job.launch.input.joined();
         let seconds = self.transfer_s(job.launch.bytes_in());
         job.times.transfer_in_s = self.stage(job, free_at, seconds, &self.counters.transfer_in_ns);
         Ok(())
@@ -302,8 +310,8 @@ impl Engines {
         launch
             .kernel
             .run(
-                &launch.input,
-                &launch.in_offsets,
+                &job.input,
+                launch.in_offsets(),
                 &mut output,
                 &launch.out_offsets,
             )
@@ -311,6 +319,8 @@ impl Engines {
         let code_s = ran.elapsed().as_secs_f64();
         let speedup = f64::from_bits(self.counters.speedup_bits.load(Ordering::Relaxed));
         let seconds = (self.config.launch_latency_s + launch.work_s / speedup).max(code_s);
+        // The kernel was the input's last reader.
+        job.input = Vec::new();
         job.output = output;
         job.times.kernel_s = self.stage(job, free_at, seconds, &self.counters.kernel_ns);
         Ok(())

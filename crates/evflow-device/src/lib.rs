@@ -4,8 +4,9 @@
 //! (or instead of) their host one, run through the engine's external-work
 //! path so that no evflow thread ever waits on a device.
 //!
-//! * [`Device`]: a backend that runs [`Launch`]es asynchronously (packed
-//!   transfer in, one kernel over a batch, transfer out) and calls back.
+//! * [`Device`]: a backend that runs [`Launch`]es asynchronously (the
+//!   events' packed inputs copied once into one transfer in, one kernel
+//!   over a batch, transfer out) and calls back.
 //!   [`EmulatedDevice`] runs kernels on its own threads with a modelled
 //!   latency, bandwidth and speed-up, separate copy and compute engines,
 //!   and configurable faults.
@@ -61,8 +62,8 @@ pub use context::{DeviceChoice, DeviceContext, DeviceModel, DeviceOptions};
 #[cfg(feature = "cuda")]
 pub use cuda::{CudaDevice, cuda_present};
 pub use device::{
-    Device, DeviceBusy, DeviceError, Kernel, Launch, LaunchDone, LaunchOutput, LaunchTimes,
-    each_invocation,
+    Device, DeviceBusy, DeviceError, Kernel, Launch, LaunchDone, LaunchInput, LaunchOutput,
+    LaunchTimes, each_invocation,
 };
 pub use emulated::{EmulatedConfig, EmulatedDevice, Faults};
 pub use kernels::{

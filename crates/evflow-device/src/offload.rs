@@ -17,7 +17,7 @@ use evflow_core::{
 use crate::combine::Combiner;
 use crate::context::{DeviceContext, DeviceOptions};
 use crate::device::{Device, DeviceError};
-use crate::device::{Kernel, Launch, LaunchOutput};
+use crate::device::{Kernel, Launch, LaunchInput, LaunchOutput};
 use crate::split::{Side, SplitController, SplitMode};
 use crate::stats::{DeviceModuleReport, DeviceModuleStats};
 
@@ -118,21 +118,23 @@ impl Shared {
         self.epoch.elapsed().as_secs_f64()
     }
 
-    /// Packs a batch into one launch and submits it.
+    /// Makes a batch one launch, its events' packed inputs moved in, and
+    /// submits it.
     fn launch(self: &Arc<Self>, batch: Vec<Item>) {
         let Some(device) = self.device.as_ref() else {
             return;
         };
-        let mut input = Vec::with_capacity(batch.iter().map(|i| i.input.len()).sum());
-        let mut in_offsets = Vec::with_capacity(batch.len() + 1);
+        // The events' buffers are moved in, not joined: joining them here
+        // held the engine thread that closed the batch for a copy of every
+        // input byte, which the backend copies once more anyway (measured
+        // on an H100 with 4 MB per event).
+        let mut input = LaunchInput::with_capacity(batch.len());
         let mut out_offsets = Vec::with_capacity(batch.len() + 1);
         let (mut out, mut work_s) = (0, 0.0);
         let mut waiting = Vec::with_capacity(batch.len());
-        in_offsets.push(0);
         out_offsets.push(0);
         for item in batch {
-            input.extend_from_slice(&item.input);
-            in_offsets.push(input.len());
+            input.push(item.input);
             out += item.bytes_out;
             out_offsets.push(out);
             work_s += item.work_s;
@@ -142,7 +144,6 @@ impl Shared {
             module: self.label.clone(),
             kernel: self.kernel.clone(),
             input,
-            in_offsets,
             out_offsets,
             work_s,
         };

@@ -246,8 +246,7 @@ impl RandomService {
         let launch = Launch {
             module: "random".into(),
             kernel: self.inner.kernel.clone(),
-            input: StreamFill::input(base, self.inner.seed),
-            in_offsets: vec![0, 16],
+            input: StreamFill::input(base, self.inner.seed).into(),
             out_offsets: vec![0, block * 8],
             work_s: self.inner.cost_per_number_s * block as f64,
         };

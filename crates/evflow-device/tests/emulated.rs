@@ -49,8 +49,7 @@ fn launch(kernel: Arc<dyn Kernel>, bytes: usize) -> Launch {
     Launch {
         module: "m".into(),
         kernel,
-        input: (0..bytes).map(|b| b as u8).collect(),
-        in_offsets: vec![0, bytes],
+        input: LaunchInput::from((0..bytes).map(|b| b as u8).collect::<Vec<u8>>()),
         out_offsets: vec![0, bytes],
         work_s: 0.0,
     }
@@ -162,18 +161,21 @@ fn every_invocation_comes_back_once_with_its_own_bytes() {
         let mut expected = Vec::new();
         for l in 0..60u64 {
             let items = rng.gen_range(1..20);
-            let mut input = Vec::new();
+            // Each invocation its own piece, empty ones among them; the
+            // reference joins them here, independently of the device.
+            let (mut pieces, mut input) = (LaunchInput::default(), Vec::new());
             let mut offsets = vec![0];
             for _ in 0..items {
-                let n = rng.gen_range(1..80);
-                input.extend((0..n).map(|_| rng.r#gen::<u8>()));
+                let n = rng.gen_range(0..80);
+                let piece: Vec<u8> = (0..n).map(|_| rng.r#gen::<u8>()).collect();
+                input.extend_from_slice(&piece);
                 offsets.push(input.len());
+                pieces.push(piece);
             }
             let l_ = Launch {
                 module: "m".into(),
                 kernel: Arc::new(Copy),
-                input: input.clone(),
-                in_offsets: offsets.clone(),
+                input: pieces,
                 out_offsets: offsets.clone(),
                 work_s: 0.0,
             };

@@ -128,18 +128,18 @@ fn a_device_only_module_needs_a_device_and_sizes_are_checked() {
 /// A batch of `sizes.len()` invocations of one kernel, inputs generated as
 /// a module generates them.
 fn batch(kind: ComputeKind, size: usize, items: usize) -> Launch {
-    let mut input = Vec::new();
-    let (mut in_offsets, mut out_offsets) = (vec![0], vec![0]);
+    let mut input = LaunchInput::default();
+    let mut out_offsets = vec![0];
     for i in 0..items {
-        generate(kind, size, 1000 + i as u64, &mut input);
-        in_offsets.push(input.len());
+        let mut piece = Vec::new();
+        generate(kind, size, 1000 + i as u64, &mut piece);
+        input.push(piece);
         out_offsets.push((i + 1) * kind.bytes_out(size));
     }
     Launch {
         module: "m".into(),
         kernel: Arc::new(ComputeKernel::new(kind, size)),
         input,
-        in_offsets,
         out_offsets,
         work_s: 0.0,
     }
@@ -149,7 +149,7 @@ fn batch(kind: ComputeKind, size: usize, items: usize) -> Launch {
 fn twin(launch: &Launch, kind: ComputeKind) -> Vec<u8> {
     let mut out = vec![0u8; launch.bytes_out()];
     for i in 0..launch.items() {
-        let input = &launch.input[launch.in_offsets[i]..launch.in_offsets[i + 1]];
+        let input = &launch.input.pieces()[i];
         let output = &mut out[launch.out_offsets[i]..launch.out_offsets[i + 1]];
         match kind {
             ComputeKind::Stencil => stencil(input, output).unwrap(),
@@ -249,9 +249,9 @@ fn random_fill_batch() -> (Launch, Vec<u8>) {
         (123_456_789, 42, 1),
         (u64::MAX - 3, 9, 999),
     ];
-    let input: Vec<u8> = fills
+    let input: LaunchInput = fills
         .iter()
-        .flat_map(|&(base, seed, _)| StreamFill::input(base, seed))
+        .map(|&(base, seed, _)| StreamFill::input(base, seed))
         .collect();
     let mut out_offsets = vec![0];
     for &(_, _, n) in &fills {
@@ -267,7 +267,6 @@ fn random_fill_batch() -> (Launch, Vec<u8>) {
         module: "random".into(),
         kernel: Arc::new(StreamFill::new(1000)),
         input,
-        in_offsets: vec![0, 16, 32, 48],
         out_offsets,
         work_s: 0.0,
     };
