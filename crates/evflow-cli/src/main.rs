@@ -259,7 +259,8 @@ impl WorkloadArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub workload: WorkloadArgs,
-    /// Worker threads (default: the configuration's, else the number of cores).
+    /// Worker threads (default: the configuration's, else the number of cores, less a CUDA
+    /// device's stream workers, at most a quarter of the cores).
     #[arg(long, short = 'j')]
     pub threads: Option<usize>,
     /// Events processed at once (default: the configuration's, else the thread count).

@@ -203,6 +203,18 @@ impl DeviceContext {
         self.inner.fallback.as_deref()
     }
 
+    /// Host threads the job's device keeps busy ([`Device::service_threads`]);
+    /// 0 without a device.
+    ///
+    /// ```
+    /// use evflow_device::{DeviceContext, DeviceOptions};
+    ///
+    /// assert_eq!(DeviceContext::host_only(DeviceOptions::default()).service_threads(), 0);
+    /// ```
+    pub fn service_threads(&self) -> usize {
+        self.device().map_or(0, |d| d.service_threads())
+    }
+
     /// The device's name, or `host` without one.
     pub fn device_name(&self) -> String {
         self.device()

@@ -365,6 +365,12 @@ pub trait Device: Send + Sync {
     }
     /// Busy time of the device's engines so far.
     fn busy(&self) -> DeviceBusy;
+    /// Host threads the device keeps busy while it works (staging copies,
+    /// launches, callbacks): a job's default engine threads leave them
+    /// their cores. 0 for a device whose threads only model time.
+    fn service_threads(&self) -> usize {
+        0
+    }
 }
 
 impl std::fmt::Debug for Launch {
