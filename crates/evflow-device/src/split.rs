@@ -304,9 +304,6 @@ pub struct SplitController {
     device_landed: u64,
     /// The first challenger has not been concluded yet.
     opening: bool,
-    /// The device end, to be tried after the opening's trial of the host
-    /// end (see [`Self::launches_may_be_fixed_cost`]).
-    device_end_next: bool,
     /// The model's proposals are not tried before this time.
     model_after: f64,
     /// Launches landed since the start.
@@ -356,7 +353,6 @@ impl SplitController {
             device_routed: 0,
             device_landed: 0,
             opening: true,
-            device_end_next: false,
             model_after: 0.0,
             launches_landed: 0,
             launch_costs: LaunchCosts::default(),
@@ -567,19 +563,12 @@ impl SplitController {
     }
 
     /// The device's launches are mostly their fixed cost (at least half of
-    /// a launch of the usual size: its measured rate understates what
-    /// larger launches, at a larger share, would give), or launches of
-    /// one event each, whose fit cannot tell: launches all of one size say
-    /// nothing of what larger ones cost, and one-event launches are as far
-    /// from full as they get (measured on an H200: an n-body whose launches
-    /// were all one event at 4 % measured 1 000–11 000 ev/s on a device
-    /// that ran 155 000 ev/s alone; its first move went toward the host and
-    /// won, and it stayed at 2–12 % for 1.5 s of a 2 s job).
-    fn launches_may_be_fixed_cost(&self) -> bool {
-        match self.launch_costs.fixed_share(self.batch) {
-            Some(share) => share >= 0.5,
-            None => self.batch < 2.0,
-        }
+    /// a launch of the usual size): its measured rate understates what
+    /// larger launches, at a larger share, would give.
+    fn small_launches(&self) -> bool {
+        self.launch_costs
+            .fixed_share(self.batch)
+            .is_some_and(|share| share >= 0.5)
     }
 
     /// The throughput of the kept split: the smoothed windows', or less
@@ -646,16 +635,6 @@ impl SplitController {
         self.fraction = fraction;
     }
 
-    /// After the opening's trial of the host end, the device end's, when
-    /// the opening left it to come next; returns whether it started.
-    fn device_end_after_the_host_end(&mut self, now: f64) -> bool {
-        let next = std::mem::take(&mut self.device_end_next) && self.incumbent < 1.0;
-        if next {
-            self.start_trial(now, 1.0, false, true);
-        }
-        next
-    }
-
     /// Ends the trial: keep the challenger (`rate`) or return to the kept
     /// split (`kept`).
     fn conclude(&mut self, now: f64, rate: f64, kept: f64) {
@@ -691,18 +670,10 @@ impl SplitController {
         let moved = trial.fraction - self.incumbent;
         let grew = self.device_rate.unwrap_or(0.0) > 1.2 * trial.device_rate;
         // The opening: the end the first challenger points to is tried next.
-        let may_be_fixed = self.launches_may_be_fixed_cost();
         let end = if std::mem::take(&mut self.opening) {
             match (wins, moved > 0.0) {
-                // A move toward the host that won: the host end is tried;
-                // where the device's launches may be mostly fixed cost the
-                // device end is tried after it, since a small share's
-                // launches tell nothing of the full ones.
-                (true, false) => {
-                    self.device_end_next = may_be_fixed;
-                    Some(0.0)
-                }
-                (true, true) => (grew || may_be_fixed).then_some(1.0),
+                (true, false) => Some(0.0),
+                (true, true) => (grew || self.small_launches()).then_some(1.0),
                 // A move toward a device whose launches are mostly fixed
                 // cost says little when it does not win: its launches were
                 // small at the start's share and stay so at the move's
@@ -710,19 +681,17 @@ impl SplitController {
                 // did not win, the host end was tried and the device end,
                 // 6× the host, was reached at 0.24 s instead of 0.1 s). The
                 // device end, where launches are full, is the one to try.
-                (false, true) => Some(if may_be_fixed { 1.0 } else { 0.0 }),
+                (false, true) => Some(if self.small_launches() { 1.0 } else { 0.0 }),
                 // A move toward the host that did not win: the device end
                 // is worth a trial only where the device's measured rate
-                // may understate it (launches mostly fixed cost, larger at a
-                // larger share, or all of one size so far) or the move lost
-                // beyond the noise. Where the launches tell a time that
-                // grows with their size, the
+                // understates it (launches mostly fixed cost, larger at a
+                // larger share) or the move lost beyond the noise. Otherwise the
                 // host side is no worse, and a trial of the device end
                 // costs its whole window at the device's rate (measured on
                 // an H200: the stencil's device end, 4× slower than the
                 // host's, was tried for 20 ms of a 0.43 s job after a
                 // move 10 → 2 % that was within the noise).
-                (false, false) => (may_be_fixed || lost).then_some(1.0),
+                (false, false) => (self.small_launches() || lost).then_some(1.0),
             }
         } else {
             None
@@ -740,7 +709,6 @@ impl SplitController {
             self.model_after = now + t.max_probe_wait_s;
             self.probe_wait = t.probe_wait_s;
             self.next_probe = now + self.probe_wait;
-            self.device_end_after_the_host_end(now);
             return;
         }
         if wins {
@@ -789,9 +757,6 @@ impl SplitController {
             self.settle = t.settle_windows;
             if let Some(end) = end.filter(|&e| e != self.incumbent) {
                 self.start_trial(now, end, false, true);
-                return;
-            }
-            if trial.end && self.device_end_after_the_host_end(now) {
                 return;
             }
             // The wait doubles. At an end, where every probe goes the same
@@ -1355,93 +1320,6 @@ mod tests {
             tried.is_empty(),
             "seeds that tried the device end: {tried:?}"
         );
-    }
-
-    /// The H200's n-body at 16 host threads on its 16 cores: device-only
-    /// 6× host-only, but 10 % on the device drags the job below host-only
-    /// while its first launches come back (16 000 against 24 800 ev/s), and
-    /// at a small share every launch is one event at about 1 ms, so the
-    /// launches cannot tell a fixed cost from a cost per event and the
-    /// device measures 1 000 ev/s. The model's first proposal, 4 %, wins
-    /// toward the host. Returns, per seed, when the device end was first
-    /// kept within `seconds`.
-    fn h200_nbody_all_cores(seconds: f64, seeds: u64) -> Vec<(Option<f64>, SplitController)> {
-        let sweep = [
-            (0.0, 24_800.0),
-            (0.05, 24_000.0),
-            (0.1, 16_000.0),
-            (0.2, 20_000.0),
-            (0.5, 40_900.0),
-            (0.9, 100_000.0),
-            (1.0, 154_700.0),
-        ];
-        let throughput = move |p: f64| {
-            let i = sweep.iter().rposition(|&(q, _)| q <= p).unwrap_or(0).min(5);
-            let ((p0, x0), (p1, x1)) = (sweep[i], sweep[i + 1]);
-            x0 + (x1 - x0) * (p - p0) / (p1 - p0)
-        };
-        (0..seeds)
-            .map(|seed| {
-                let mut c = adaptive().started_at(0.0);
-                let (mut t, mut carry) = (0.0, 0.0);
-                let mut rng = 0x9e37_79b9_7f4a_7c15_u64 ^ seed.wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                let mut reached = None;
-                while t < seconds {
-                    rng ^= rng << 13;
-                    rng ^= rng >> 7;
-                    rng ^= rng << 17;
-                    let u = (rng >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
-                    let p = c.device_fraction();
-                    let want = throughput(p) * (1.0 + 0.05 * u) * WINDOW + carry;
-                    let n = want.floor() as u64;
-                    carry = want - n as f64;
-                    let mut waiting = 0usize;
-                    // Launches gather what arrives within 0.4 ms: one event
-                    // at a small share, up to 64 at the device end.
-                    let size = ((p * throughput(p) * 4e-4) as usize).clamp(1, 64);
-                    for _ in 0..n {
-                        match c.route() {
-                            Side::Host => c.record_host(THREADS as f64 / 24_800.0),
-                            Side::Device => waiting += 1,
-                        }
-                        if waiting == size {
-                            c.record_device(waiting, 0.001);
-                            waiting = 0;
-                        }
-                    }
-                    if waiting > 0 {
-                        c.record_device(waiting, 0.001);
-                    }
-                    t += WINDOW;
-                    c.update(t, 0.0);
-                    if reached.is_none() && c.kept_fraction() == 1.0 {
-                        reached = Some(t);
-                    }
-                }
-                (reached, c)
-            })
-            .collect()
-    }
-
-    #[test]
-    fn launches_that_cannot_tell_their_fixed_cost_get_a_trial_of_the_device_end() {
-        // On the H200 one run of two stayed at 2–12 % for 1.5 s of its 2 s
-        // (its first move, toward the host, won; the host end was tried
-        // and every small probe toward the device lost).
-        let runs = h200_nbody_all_cores(0.4, 20);
-        let late: Vec<_> = runs
-            .iter()
-            .filter(|(reached, _)| reached.is_none_or(|t| t > 0.2))
-            .map(|(reached, c)| {
-                let history: Vec<_> = c
-                    .history()
-                    .iter()
-                    .map(|p| (p.t_s, p.device_fraction))
-                    .collect();
-                (*reached, history)
-            })
-            .collect();
-        assert!(late.len() <= 1, "{} of 20 late: {late:?}", late.len());
     }
 
     #[test]
