@@ -12,11 +12,13 @@ use crate::{ExecutorArg, OnErrorArg, RunArgs, signals, summary, system};
 
 /// Engine threads when neither `--threads` nor the configuration says: a
 /// core each, less the cores the job's device keeps busy (a CUDA device's
-/// stream workers), up to a quarter of them. On an H200 with 16 cores, 14
-/// engine threads ran the adaptive split of both benchmark kernels at least
-/// as fast as 16 (the n-body 1.2–1.7×, its launches no longer waiting for
-/// a core), while host-only runs lost at most 5 %; the quarter keeps a
-/// small machine's host side from losing more than that was measured for.
+/// stream workers), up to a quarter of them. On H200 machines with 16
+/// cores, 14 engine threads against 16 ran the device-bound n-body's
+/// adaptive split 1.19× as fast (medians of 9: its launches no longer wait
+/// for a core) and the host-bound stencil's 0.92× (host-only 0.93–0.96×):
+/// a job that keeps its device busy gains more than a host-bound one
+/// loses, and `--threads` gives the cores back. The quarter keeps a small
+/// machine's host side from losing more than was measured.
 fn default_threads(cores: usize, devices: Option<&evflow_device::DeviceContext>) -> usize {
     let reserved = devices.map_or(0, |d| d.service_threads()).min(cores / 4);
     cores.saturating_sub(reserved).max(1)
