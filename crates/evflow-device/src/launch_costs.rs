@@ -132,6 +132,11 @@ impl LaunchCosts {
         share(self.told?, events)
     }
 
+    /// The last line told apart, `(fixed, per_event)` in seconds.
+    pub(crate) fn told_line(&self) -> Option<(f64, f64)> {
+        self.told
+    }
+
     /// A launch's fixed cost by the last line told apart, in seconds.
     pub(crate) fn last_fixed_s(&self) -> Option<f64> {
         self.told.map(|(fixed, _)| fixed)

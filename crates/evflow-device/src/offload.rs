@@ -445,7 +445,10 @@ impl Transitions for Offload {
             .check()
             .map_err(|e| ModuleError::msg(format!("device module '{}': {e}", self.shared.label)))?;
         let (options, mut state) = self.renew_combiner();
-        state.split = split(&options, self.shared.device.is_some()).started_at(self.shared.now());
+        let full = state.combiner.policy().max_events;
+        state.split = split(&options, self.shared.device.is_some())
+            .with_full_launch(full)
+            .started_at(self.shared.now());
         Ok(())
     }
 }

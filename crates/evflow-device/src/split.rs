@@ -240,6 +240,16 @@ const LARGE_MOVE: f64 = 0.1;
 /// relative each), when that is more than `tolerance`.
 const WIN_NOISE_Z: f64 = 1.5;
 
+/// Invocations the opening sends the device at once when its launches all
+/// hold one event (see [`SplitController::with_full_launch`]).
+const BURST: usize = 16;
+
+/// The opening tries the device end when the launches' line says the
+/// device alone, with full launches, runs this many times the best rate
+/// measured: the line gives the device's own rate, above the module's
+/// (an H200's n-body: 278 000 events/s from its line, 155 000 run).
+const DEVICE_END_MARGIN: f64 = 2.0;
+
 /// Routes invocations and adapts the split.
 ///
 /// ```
@@ -304,6 +314,13 @@ pub struct SplitController {
     device_landed: u64,
     /// The first challenger has not been concluded yet.
     opening: bool,
+    /// The most invocations a launch takes, when the caller told
+    /// ([`Self::with_full_launch`]).
+    full_launch: Option<usize>,
+    /// Invocations still to be sent to the device at once, and whether the
+    /// opening sent its burst.
+    burst: usize,
+    burst_sent: bool,
     /// The model's proposals are not tried before this time.
     model_after: f64,
     /// Launches landed since the start.
@@ -353,6 +370,9 @@ impl SplitController {
             device_routed: 0,
             device_landed: 0,
             opening: true,
+            full_launch: None,
+            burst: 0,
+            burst_sent: false,
             model_after: 0.0,
             launches_landed: 0,
             launch_costs: LaunchCosts::default(),
@@ -379,6 +399,23 @@ impl SplitController {
     /// nothing is known about it (Little's law at the start).
     pub fn with_slots(mut self, events_in_flight: usize) -> Self {
         self.slots = Some(events_in_flight);
+        self
+    }
+
+    /// A launch takes at most `events` invocations (the combining count).
+    /// The adaptive split's opening then reads the device end off the
+    /// launches' cost line: where the device's launches all hold one event
+    /// (a small share of a job whose events come one by one), it first
+    /// sends a burst of invocations at once, whose launches hold several
+    /// and tell the line; where the line says full launches would run the
+    /// device alone at [`DEVICE_END_MARGIN`] times the best rate measured,
+    /// the device end is tried whatever the first challenger showed.
+    /// Measured on an H200: an n-body whose launches at 4 % each held one
+    /// event measured 1 000–11 000 events/s on a device that ran 155 000
+    /// alone, its first move went toward the host and won, and it stayed
+    /// at 2–12 % for 1.5 s of a 2 s job.
+    pub fn with_full_launch(mut self, events: usize) -> Self {
+        self.full_launch = Some(events.max(1));
         self
     }
 
@@ -415,6 +452,12 @@ impl SplitController {
         {
             self.window.routed_host += 1;
             return Side::Host;
+        }
+        if self.burst > 0 {
+            self.burst -= 1;
+            self.window.routed_device += 1;
+            self.device_routed += 1;
+            return Side::Device;
         }
         self.credit += self.fraction;
         if self.credit >= 1.0 - 1e-12 {
@@ -538,6 +581,7 @@ impl SplitController {
             self.settle -= 1;
             return;
         }
+        self.send_burst();
         self.since.add(w, span);
         let rate = window_rate;
         // Slower than the rates: a probe's aftermath (a queue it left on
@@ -569,6 +613,46 @@ impl SplitController {
         self.launch_costs
             .fixed_share(self.batch)
             .is_some_and(|share| share >= 0.5)
+    }
+
+    /// In the opening, once: launches that all hold about one event cannot
+    /// tell their line, so the next invocations go to the device at once
+    /// (a few event slots, a few launches of several events) — where the
+    /// device would land them within two windows even if each cost what a
+    /// one-event launch costs now. On a slower device the burst's backlog
+    /// would still hold its slots while the opening measures its first
+    /// challenger and an end (simulated: a device 11× slower than the host
+    /// then lost 16 % of a 1 s job), and such a device's one-event launches
+    /// are no sign of a device end far above the host anyway.
+    fn send_burst(&mut self) {
+        let (Some(full), Some(device_rate)) = (self.full_launch, self.device_rate) else {
+            return;
+        };
+        if !self.opening
+            || self.burst_sent
+            || self.mode != SplitMode::Adaptive
+            || full < 4
+            || self.batch >= 2.0
+            || self.launch_costs.told_line().is_some()
+        {
+            return;
+        }
+        let slots = self.slots.map_or(BURST, |n| (n / 4).max(1));
+        let burst = BURST.min(full).min(slots);
+        if burst as f64 > 2.0 * self.tuning.window_s * device_rate {
+            return;
+        }
+        self.burst = burst;
+        self.burst_sent = true;
+    }
+
+    /// The device's own rate with full launches, by the launches' line
+    /// (events per second of its limiting stage), when both are known.
+    fn device_end_rate(&self) -> Option<f64> {
+        let n = self.full_launch? as f64;
+        let (fixed, per_event) = self.launch_costs.told_line()?;
+        let time = fixed + per_event * n;
+        (time > 0.0).then(|| n / time)
     }
 
     /// The throughput of the kept split: the smoothed windows', or less
@@ -670,28 +754,47 @@ impl SplitController {
         let moved = trial.fraction - self.incumbent;
         let grew = self.device_rate.unwrap_or(0.0) > 1.2 * trial.device_rate;
         // The opening: the end the first challenger points to is tried next.
+        // The launches' line, where it is known, says what the device end
+        // can give: far above the best rate measured, the end is tried;
+        // below it, launches that are mostly fixed cost at their present
+        // size are no reason to try it (its trial would hold every event
+        // slot while its backlog drains: 160 ms of a 0.5 s job on the
+        // emulated host-wins regime, whose 2 ms launches are mostly fixed
+        // cost at one event but not at 64). Measured signs (a rate that
+        // grew, a loss beyond the noise) still count: small launches'
+        // line can understate full ones (a GPU's copies cost more per
+        // byte in small launches).
+        let best = rate.max(kept).max(self.host_rate.unwrap_or(0.0));
+        let line_rate = self.device_end_rate();
+        let pays = line_rate.is_some_and(|r| r > DEVICE_END_MARGIN * best);
+        let cannot = line_rate.is_some_and(|r| r < best);
+        let fixed_cost = self.small_launches() && !cannot;
         let end = if std::mem::take(&mut self.opening) {
-            match (wins, moved > 0.0) {
-                (true, false) => Some(0.0),
-                (true, true) => (grew || self.small_launches()).then_some(1.0),
-                // A move toward a device whose launches are mostly fixed
-                // cost says little when it does not win: its launches were
-                // small at the start's share and stay so at the move's
-                // (measured on an H200: the n-body's first move, 10 → 13 %,
-                // did not win, the host end was tried and the device end,
-                // 6× the host, was reached at 0.24 s instead of 0.1 s). The
-                // device end, where launches are full, is the one to try.
-                (false, true) => Some(if self.small_launches() { 1.0 } else { 0.0 }),
-                // A move toward the host that did not win: the device end
-                // is worth a trial only where the device's measured rate
-                // understates it (launches mostly fixed cost, larger at a
-                // larger share) or the move lost beyond the noise. Otherwise the
-                // host side is no worse, and a trial of the device end
-                // costs its whole window at the device's rate (measured on
-                // an H200: the stencil's device end, 4× slower than the
-                // host's, was tried for 20 ms of a 0.43 s job after a
-                // move 10 → 2 % that was within the noise).
-                (false, false) => (self.small_launches() || lost).then_some(1.0),
+            if pays {
+                Some(1.0)
+            } else {
+                match (wins, moved > 0.0) {
+                    (true, false) => Some(0.0),
+                    (true, true) => (grew || fixed_cost).then_some(1.0),
+                    // A move toward a device whose launches are mostly fixed
+                    // cost says little when it does not win: its launches were
+                    // small at the start's share and stay so at the move's
+                    // (measured on an H200: the n-body's first move, 10 → 13 %,
+                    // did not win, the host end was tried and the device end,
+                    // 6× the host, was reached at 0.24 s instead of 0.1 s). The
+                    // device end, where launches are full, is the one to try.
+                    (false, true) => Some(if fixed_cost { 1.0 } else { 0.0 }),
+                    // A move toward the host that did not win: the device end
+                    // is worth a trial only where the device's measured rate
+                    // understates it (launches mostly fixed cost, larger at a
+                    // larger share) or the move lost beyond the noise. Otherwise the
+                    // host side is no worse, and a trial of the device end
+                    // costs its whole window at the device's rate (measured on
+                    // an H200: the stencil's device end, 4× slower than the
+                    // host's, was tried for 20 ms of a 0.43 s job after a
+                    // move 10 → 2 % that was within the noise).
+                    (false, false) => (fixed_cost || lost).then_some(1.0),
+                }
             }
         } else {
             None
@@ -1320,6 +1423,139 @@ mod tests {
             tried.is_empty(),
             "seeds that tried the device end: {tried:?}"
         );
+    }
+
+    /// A job whose invocations arrive evenly, `throughput(p)` per second
+    /// at device fraction `p`, on a device whose launches gather what
+    /// arrives within 0.4 ms (up to 64) and cost `launch_s(t, n)`; the host
+    /// side runs `host` events/s. Returns, per seed, when the device end
+    /// was first kept within `seconds`, and the controller.
+    fn combined_job(
+        throughput: &dyn Fn(f64) -> f64,
+        launch_s: &dyn Fn(f64, usize) -> f64,
+        host: f64,
+        full_launch: Option<usize>,
+        seconds: f64,
+        seed: u64,
+    ) -> (Option<f64>, SplitController) {
+        let mut c = adaptive().with_slots(128).started_at(0.0);
+        if let Some(full) = full_launch {
+            c = c.with_full_launch(full);
+        }
+        let (mut t, mut carry) = (0.0, 0.0);
+        let mut rng = 0x9e37_79b9_7f4a_7c15_u64 ^ seed.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        let mut reached = None;
+        // The launch gathering: its first arrival and its size.
+        let mut open: Option<(f64, usize)> = None;
+        while t < seconds {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let u = (rng >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+            let want = throughput(c.device_fraction()) * (1.0 + 0.05 * u) * WINDOW + carry;
+            let n = want.floor() as u64;
+            carry = want - n as f64;
+            for i in 0..n {
+                let at = t + WINDOW * i as f64 / n as f64;
+                if let Some((first, size)) = open
+                    && (at - first > 4e-4 || size == 64)
+                {
+                    c.record_device(size, launch_s(first, size));
+                    open = None;
+                }
+                match c.route() {
+                    Side::Host => c.record_host(THREADS as f64 / host),
+                    Side::Device => {
+                        open = Some(open.map_or((at, 1), |(first, size)| (first, size + 1)));
+                    }
+                }
+            }
+            t += WINDOW;
+            c.update(t, 0.0);
+            if reached.is_none() && c.kept_fraction() == 1.0 {
+                reached = Some(t);
+            }
+        }
+        (reached, c)
+    }
+
+    /// The H200's n-body at 16 host threads: device-only 6× host-only, 10 %
+    /// on the device drags the job below host-only while the device's
+    /// first launches (1 ms each for 60 ms, then 0.23 ms, whatever their
+    /// size) come back; at a small share every launch holds one event.
+    fn h200_nbody_one_event_launches(
+        full_launch: Option<usize>,
+        seed: u64,
+    ) -> (Option<f64>, SplitController) {
+        let sweep = [
+            (0.0, 24_800.0),
+            (0.05, 24_000.0),
+            (0.1, 16_000.0),
+            (0.2, 20_000.0),
+            (0.5, 40_900.0),
+            (0.9, 100_000.0),
+            (1.0, 154_700.0),
+        ];
+        let throughput = move |p: f64| {
+            let i = sweep.iter().rposition(|&(q, _)| q <= p).unwrap_or(0).min(5);
+            let ((p0, x0), (p1, x1)) = (sweep[i], sweep[i + 1]);
+            x0 + (x1 - x0) * (p - p0) / (p1 - p0)
+        };
+        let launch_s = |t: f64, _n: usize| if t < 0.06 { 1e-3 } else { 2.3e-4 };
+        combined_job(&throughput, &launch_s, 24_800.0, full_launch, 0.4, seed)
+    }
+
+    #[test]
+    fn one_event_launches_are_told_by_a_burst_and_their_line_sends_the_opening_to_the_device_end() {
+        let late = |full_launch| {
+            (0..20)
+                .filter(|&seed| {
+                    let (reached, _) = h200_nbody_one_event_launches(full_launch, seed);
+                    reached.is_none_or(|t| t > 0.2)
+                })
+                .count()
+        };
+        // Without the burst and the line (the caller did not tell the full
+        // launch) the replay is stuck near the host end, as the H200 was.
+        assert!(late(None) >= 15, "{} of 20 late without", late(None));
+        assert!(late(Some(64)) <= 1, "{} of 20 late", late(Some(64)));
+    }
+
+    #[test]
+    fn a_line_of_slow_full_launches_keeps_the_opening_from_the_device_end() {
+        // The emulated host-wins regime: launches of 2 ms and 1 ms per
+        // event, one event each at a small share; the device end runs
+        // about 1 000 events/s against the host's 8 000. The burst tells the
+        // line, which says so: no trial of the device end, whose backlog
+        // would hold every event slot.
+        let throughput = |p: f64| 1.0 / ((1.0 - p) / 8000.0 + p / 900.0);
+        let launch_s = |_t: f64, n: usize| 2e-3 + 1e-3 * n as f64;
+        for seed in 0..20 {
+            let (_, c) = combined_job(&throughput, &launch_s, 8000.0, Some(64), 0.5, seed);
+            let tried: Vec<_> = c
+                .history()
+                .iter()
+                .filter(|p| p.device_fraction >= 1.0)
+                .map(|p| p.t_s)
+                .collect();
+            assert!(
+                tried.is_empty(),
+                "seed {seed}: device end at {tried:?} line {:?} batch {} hist {:?}",
+                c.launch_costs.told_line(),
+                c.batch,
+                c.history()
+                    .iter()
+                    .map(|p| (
+                        p.t_s,
+                        p.device_fraction,
+                        p.device_rate as u64,
+                        p.host_rate as u64,
+                        p.throughput as u64
+                    ))
+                    .collect::<Vec<_>>()
+            );
+            assert!(c.kept_fraction() <= 0.1, "seed {seed}: {:?}", c.history());
+        }
     }
 
     #[test]

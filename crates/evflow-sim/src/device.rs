@@ -84,27 +84,30 @@ impl SimDevice {
                     return None;
                 }
                 let overlap = launches.map_or(config.overlap, |l| l.overlap);
+                // A serial, exclusive or cloned module keeps its instances
+                // during the external work: no more than `limit`
+                // invocations can wait (as in a run).
+                let combiner = Combiner::new(
+                    options
+                        .combine
+                        .for_events_in_flight(events_in_flight)
+                        .for_events_at_once(
+                            (node.limit != u32::MAX).then_some(node.limit as usize),
+                        ),
+                )
+                // The simulated device: one launch per engine with overlap.
+                .with_parallel_launches(if overlap { 3 } else { 1 });
+                let full_launch = combiner.policy().max_events;
                 Some(ModuleSim {
                     measured: launches,
-                    // A serial, exclusive or cloned module keeps its
-                    // instances during the external work: no more than
-                    // `limit` invocations can wait (as in a run).
-                    combiner: Combiner::new(
-                        options
-                            .combine
-                            .for_events_in_flight(events_in_flight)
-                            .for_events_at_once(
-                                (node.limit != u32::MAX).then_some(node.limit as usize),
-                            ),
-                    )
-                    // The simulated device: one launch per engine with overlap.
-                    .with_parallel_launches(if overlap { 3 } else { 1 }),
+                    combiner,
                     split: SplitController::new(
                         options.split,
                         options.host_threads,
                         options.tuning,
                     )
-                    .with_slots(events_in_flight),
+                    .with_slots(events_in_flight)
+                    .with_full_launch(full_launch),
                     side: vec![Side::Host; events_in_flight],
                     stats: DeviceModuleStats::default(),
                     model,
