@@ -274,7 +274,12 @@ fn simulation_notes(modules: &[ModuleSpec]) -> Vec<(String, String)> {
                 ),
             ));
         }
-        if m.device.as_ref().is_some_and(|d| d.has_kernel()) {
+        // A kernel without a host side (`host = false`) makes no host call
+        // whose time the simulator would miss.
+        if m.device
+            .as_ref()
+            .is_some_and(|d| d.has_kernel() && d.has_host())
+        {
             notes.push((
                 m.label.clone(),
                 format!(
