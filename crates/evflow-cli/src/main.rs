@@ -13,7 +13,7 @@ mod times_from;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 // Many threads allocate and free small scheduling objects (rayon's task
 // boxes, follow-up lists) on one another's behalf; glibc's malloc then
@@ -305,9 +305,24 @@ fn main() -> ExitCode {
     let result = if python {
         run::run_python_analysis().map(|()| ExitCode::SUCCESS)
     } else {
-        match Cli::parse().command {
-            Command::Run(args) => run::run(&args),
-            Command::Simulate(args) => simulate::simulate(&args),
+        let matches = Cli::command().get_matches();
+        let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        // Which `--device-*` options were given, not defaulted: one that
+        // cannot apply to the device chosen is refused, not ignored.
+        let given = match matches.subcommand() {
+            Some(("run" | "simulate", sub)) => device::given(sub),
+            _ => Vec::new(),
+        };
+        match cli.command {
+            Command::Run(mut args) => {
+                args.workload.device.given = given;
+                run::run(&args)
+            }
+            Command::Simulate(mut args) => {
+                args.workload.device.given = given;
+                args.workload.device.launches_measured = args.times_from.is_some();
+                simulate::simulate(&args)
+            }
             Command::Report(args) => inspect::report(&args).map(|()| ExitCode::SUCCESS),
         }
     };

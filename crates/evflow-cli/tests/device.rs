@@ -334,6 +334,115 @@ fn configured_failures_fail_on_the_device_too() {
     );
 }
 
+/// A `--device-*` option that cannot apply to the device chosen is
+/// refused, named, rather than ignored: `--device none --device-split
+/// fixed:50` ran every call on the host and said `split fixed:0`.
+#[test]
+fn device_options_that_cannot_apply_to_the_device_are_refused() {
+    let config = example();
+    for (command, device, option, value, expected) in [
+        (
+            "run",
+            "none",
+            "--device-split",
+            "fixed:50",
+            "device modules run on the host",
+        ),
+        (
+            "run",
+            "none",
+            "--device-batch",
+            "8",
+            "device modules run on the host",
+        ),
+        (
+            "run",
+            "none",
+            "--device-no-hold",
+            "",
+            "device modules run on the host",
+        ),
+        (
+            "run",
+            "none",
+            "--device-speedup",
+            "2",
+            "device modules run on the host",
+        ),
+        (
+            "simulate",
+            "none",
+            "--device-timeout-us",
+            "50",
+            "device modules run on the host",
+        ),
+        (
+            "run",
+            "emulated",
+            "--device-streams",
+            "4",
+            "a CUDA GPU only",
+        ),
+        (
+            "run",
+            "cuda",
+            "--device-latency-us",
+            "3",
+            "the emulated device only",
+        ),
+        (
+            "simulate",
+            "cuda",
+            "--device-bandwidth-gbs",
+            "1",
+            "the emulated device only",
+        ),
+    ] {
+        let mut args = vec![
+            command, &config, "--device", device, "-n", "4", "-q", option,
+        ];
+        if !value.is_empty() {
+            args.push(value);
+        }
+        let out = evflow(&args);
+        let err = stderr(&out);
+        assert!(
+            !out.status.success(),
+            "{command} --device {device} {option} {value} was accepted"
+        );
+        assert!(
+            err.contains(&format!("{option} has no effect with --device {device}: "))
+                && err.contains(expected),
+            "{command} --device {device} {option} {value}: {err}"
+        );
+    }
+    // Options of the device chosen, and any with `auto` (which may open
+    // either), still run.
+    for args in [
+        [
+            "--device",
+            "emulated",
+            "--device-split",
+            "fixed:50",
+            "--device-latency-us",
+            "3",
+        ],
+        [
+            "--device",
+            "auto",
+            "--device-speedup",
+            "2",
+            "--device-streams",
+            "3",
+        ],
+    ] {
+        let mut all = vec!["run", &config, "-n", "4", "-q"];
+        all.extend(args);
+        let out = evflow(&all);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    }
+}
+
 /// `evflow simulate --times-from REPORT` simulates the device a run
 /// measured — each device module's launches as `launch_model` gives them —
 /// on a machine without that device (`--device none`): a run's GPU,
@@ -370,8 +479,6 @@ fn simulate_follows_the_device_a_report_measured() {
             config.clone(),
             "--device".into(),
             "none".into(),
-            "--device-split".into(),
-            "fixed:100".into(),
             "--cores".into(),
             "4".into(),
             "-n".into(),
@@ -379,8 +486,11 @@ fn simulate_follows_the_device_a_report_measured() {
             "--report".into(),
             prediction.to_string_lossy().into_owned(),
         ];
+        // The split applies to the measured launches; without them
+        // `--device none` refuses it.
         if let Some(path) = times_from {
             args.extend(["--times-from".into(), path.to_string_lossy().into_owned()]);
+            args.extend(["--device-split".into(), "fixed:100".into()]);
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = evflow(&args);
