@@ -531,3 +531,48 @@ fn simulate_follows_the_device_a_report_measured() {
         "{err}"
     );
 }
+
+/// `evflow report TRACE` counts a call with external work once, as the
+/// report's `calls` does: its `acquire` and `produce` are two slices of the
+/// trace, and the device module's calls read twice the report's (120 of
+/// 60 events here), halving its time per call.
+#[test]
+fn a_traces_calls_of_a_device_module_are_the_reports() {
+    let dir = scratch("trace-calls");
+    let report = dir.join("report.json");
+    let trace = dir.join("trace.json");
+    let out = run_emulated(
+        &example(),
+        "fixed:50",
+        &[
+            "-n",
+            "60",
+            "-q",
+            "--report",
+            report.to_str().unwrap(),
+            "--trace",
+            trace.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let calls = |label: &str| -> u64 {
+        read_json(&report)["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["label"] == label)
+            .unwrap()["calls"]
+            .as_u64()
+            .unwrap()
+    };
+    let text = report_text(&trace);
+    for label in ["tracking", "raw", "vertices"] {
+        let line = text
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(label))
+            .unwrap_or_else(|| panic!("no line of {label}: {text}"));
+        let traced: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        assert_eq!(traced, calls(label), "{label}: {line}");
+    }
+    assert_eq!(calls("tracking"), 60);
+}
