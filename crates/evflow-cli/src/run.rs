@@ -31,6 +31,15 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
     // Before loading: device threads started while loading inherit it.
     system::fine_timer_slack();
     let loaded = workload.load()?;
+    // The files the configuration reads (its event table) are known once
+    // it is loaded: a report or trace over one would destroy it.
+    check_outputs(
+        &[
+            ("--report", workload.report.as_deref()),
+            ("--trace", args.trace.as_deref()),
+        ],
+        &crate::output_files::read_by(&loaded),
+    )?;
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);

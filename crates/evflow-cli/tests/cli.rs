@@ -595,6 +595,46 @@ fn unwritable_or_clashing_output_files_are_refused_before_the_run() {
     }
 }
 
+/// A report or trace naming the configuration's event table (`[source]
+/// file`, relative to the configuration) is refused: it was written over
+/// the table, destroying the job's input.
+#[test]
+fn an_output_file_over_the_event_table_is_refused() {
+    let dir = scratch("outputs-table");
+    let table = "x\n1\n2\n";
+    write(&dir, "events.csv", table);
+    let config = write(
+        &dir,
+        "cuts.toml",
+        "[source]\ntype = \"table\"\nfile = \"events.csv\"\n\
+         [[module]]\nlabel = \"f\"\ntype = \"filter\"\ncut = \"x > 1\"\n\
+         [[path]]\nname = \"p\"\nmodules = [\"f\"]\n",
+    );
+    let events = dir.join("events.csv");
+    let events_s = events.to_str().unwrap();
+    for args in [
+        vec!["run", &config, "-q", "--report", events_s],
+        vec!["run", &config, "-q", "--trace", events_s],
+        vec!["simulate", &config, "-q", "--report", events_s],
+    ] {
+        let out = evflow(&args);
+        assert!(!out.status.success(), "{args:?} should fail");
+        let expected =
+            format!("{events_s} is the event table (source.file): it would be overwritten");
+        assert!(
+            stderr(&out).contains(&expected),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        assert_eq!(std::fs::read_to_string(&events).unwrap(), table, "{args:?}");
+    }
+    // Another file still takes the report.
+    let report = dir.join("r.json");
+    let out = evflow(&["run", &config, "-q", "--report", report.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(read_json(&report)["paths"][0]["passed"], 1);
+}
+
 #[test]
 fn an_empty_cms_configuration_says_the_file_is_empty() {
     // Empty text is a valid (empty) TOML table: the hint to rename the file

@@ -147,6 +147,7 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
     }
 
     let mut table: Option<Arc<Table>> = None;
+    let mut inputs = Vec::new();
     if let Some(s) = &doc.source {
         match (s.kind.as_deref(), &s.file) {
             (None | Some("empty"), None) => {}
@@ -157,6 +158,7 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
                 let path = resolve_table(at.0, file);
                 let t = Table::read(&path).map_err(|m| at.setting("source.file", m))?;
                 table = Some(Arc::new(t));
+                inputs.push(("event table (source.file)", path));
             }
             (Some("table"), None) => {
                 return Err(at.setting(
@@ -254,6 +256,7 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
         devices,
         notes: Vec::new(),
         simulation_notes: simulation_notes(&doc.module),
+        inputs,
     })
 }
 
