@@ -21,6 +21,14 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
     let stop = signals::stop_on_signals()?;
     crate::check_parallel(args.threads, "--threads")?;
     crate::check_parallel(args.events_in_flight, "--events-in-flight")?;
+    // The sequential executor runs on the calling thread: more threads asked
+    // for were dropped in silence.
+    if let (ExecutorArg::Sequential, Some(n @ 2..)) = (args.executor, args.threads) {
+        return Err(format!(
+            "--threads {n} has no effect with --executor sequential, which runs on one thread \
+             (leave --threads out, or use --executor threaded)"
+        ));
+    }
     check_outputs(
         &[
             ("--report", workload.report.as_deref()),

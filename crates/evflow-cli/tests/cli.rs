@@ -228,6 +228,21 @@ fn bad_input_gets_a_clear_error() {
             "--device-streams must be at least 1",
         ),
         (
+            vec![
+                "run".into(),
+                write(
+                    &dir,
+                    "ok4.toml",
+                    "[[module]]\nlabel = \"a\"\ntype = \"producer\"\n",
+                ),
+                "--executor".into(),
+                "sequential".into(),
+                "-j".into(),
+                "4".into(),
+            ],
+            "--threads 4 has no effect with --executor sequential, which runs on one thread",
+        ),
+        (
             vec!["report".into(), write(&dir, "junk.json", "{\"x\": 1}")],
             "neither an evflow report",
         ),
@@ -254,6 +269,18 @@ fn bad_input_gets_a_clear_error() {
             stderr(&out)
         );
     }
+    // One thread is what the sequential executor runs on: accepted.
+    let ok = dir.join("ok4.toml");
+    let out = evflow(&[
+        "run",
+        ok.to_str().unwrap(),
+        "--executor",
+        "sequential",
+        "-j",
+        "1",
+        "-q",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
 }
 
 /// A job with no events runs, writes a valid report with empty cut-flows
