@@ -194,6 +194,14 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
             source = source.lumis_per_run(n);
         }
         if let Some(run) = s.first_run {
+            // Run 0 is no run (CMSSW's invalid run number), as block and
+            // event 0 are none: numbers count from 1.
+            if run == 0 {
+                return Err(at.setting(
+                    "source.first_run",
+                    "must be at least 1 (run numbers count from 1, as block and event numbers do)",
+                ));
+            }
             source = source.first_run(run);
         }
     }
