@@ -55,10 +55,11 @@ static EMULATED_CORES_FIXED: AtomicBool = AtomicBool::new(false);
 /// emulates and than `evflow simulate` predicts).
 static HELD_CORES: AtomicUsize = AtomicUsize::new(0);
 
-/// Helpers waiting for an idle core wait here; a core freed, or a call
-/// whose ranges are all taken, wakes them.
+/// Helpers waiting for an idle core wait here (`WAITING` of them); a core
+/// freed, or a call whose ranges are all taken, wakes them.
 static CORES: Mutex<()> = Mutex::new(());
 static CORE_FREED: Condvar = Condvar::new();
+static WAITING: AtomicUsize = AtomicUsize::new(0);
 
 fn wake_helpers() {
     // Taking the lock orders the change before a waiter's check of it.
@@ -73,7 +74,12 @@ pub struct EmulatedCore(());
 impl Drop for EmulatedCore {
     fn drop(&mut self) {
         HELD_CORES.fetch_sub(1, Ordering::SeqCst);
-        wake_helpers();
+        // Every sleeping call ends here: the lock only when a helper waits
+        // (a waiter counts itself before it looks at the cores held, so it
+        // sees this core freed or is counted here).
+        if WAITING.load(Ordering::SeqCst) > 0 {
+            wake_helpers();
+        }
     }
 }
 
@@ -90,20 +96,23 @@ pub fn hold_emulated_core() -> EmulatedCore {
 fn idle_emulated_core(done: impl Fn() -> bool) -> Option<EmulatedCore> {
     let cores = EMULATED_CORES.load(Ordering::Relaxed);
     let mut waiting = CORES.lock().unwrap_or_else(PoisonError::into_inner);
-    loop {
+    WAITING.fetch_add(1, Ordering::SeqCst);
+    let core = loop {
         if done() {
-            return None;
+            break None;
         }
         let taken = HELD_CORES.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |held| {
             (held < cores).then_some(held + 1)
         });
         if taken.is_ok() {
-            return Some(EmulatedCore(()));
+            break Some(EmulatedCore(()));
         }
         waiting = CORE_FREED
             .wait(waiting)
             .unwrap_or_else(PoisonError::into_inner);
-    }
+    };
+    WAITING.fetch_sub(1, Ordering::SeqCst);
+    core
 }
 
 /// Sets the cores of the machine that sleeping work emulates (a job's
