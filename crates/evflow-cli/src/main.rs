@@ -137,9 +137,15 @@ pub fn check_parallel(value: Option<usize>, option: &str) -> Result<(), String> 
 /// Filters and analyzers that no path or end path reaches: they never run
 /// (an output there is an error of the configuration; a producer there is
 /// an on-demand one nobody asks for, as in the CMS files). Most likely an
-/// entry forgotten in `[[path]]` or `[[end_path]]`.
+/// entry forgotten in `[[path]]` or `[[end_path]]`. Also a configuration
+/// without modules.
 fn never_run(process: &evflow_core::Process) -> Vec<String> {
     use evflow_core::ModuleKind;
+    // An empty file, or one whose modules are all commented out, is a
+    // valid configuration: its events pass through nothing.
+    if process.modules().is_empty() {
+        return vec!["the configuration has no modules: its events run through nothing".into()];
+    }
     let Ok(graph) = process.compile() else {
         return Vec::new();
     };

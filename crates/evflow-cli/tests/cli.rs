@@ -548,6 +548,20 @@ fn modules_that_never_run_are_named_in_a_warning() {
     // --quiet prints only errors.
     let out = evflow(&["run", &config, "-q"]);
     assert_eq!(stderr(&out), "");
+    // An empty file (or every module commented out) runs its events
+    // through nothing: said, not silent.
+    let empty = write(&dir, "empty.toml", "# [[module]]\n");
+    for command in ["run", "simulate"] {
+        let out = evflow(&[command, &empty]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!(
+                "evflow: warning: {empty}: the configuration has no modules"
+            )),
+            "{command}: {}",
+            stderr(&out)
+        );
+    }
 }
 
 /// Output files that cannot be written are refused before the job runs
