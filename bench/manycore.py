@@ -214,36 +214,70 @@ time = 0.02
 concurrency = "serial"
 consumes = ["reco"]
 {ranges}
-
+{busy}
 [[path]]
 name = "o"
 modules = ["output"]
+"""
+
+# A shared module beside the output, 25 ms per event and thread: every
+# thread always has work, no core is idle to help the ranges.
+RANGES_BUSY = """
+[[module]]
+label = "calo"
+type = "producer"
+time = {calo_s}
+
+[[module]]
+label = "caloDqm"
+type = "analyzer"
+consumes = ["calo"]
+
+[[end_path]]
+name = "dqm"
+modules = ["caloDqm"]
 """
 
 
 def bench_ranges(reps: int, baseline: Path | None) -> None:
     """A serial 20 ms output filter behind a 2 ms producer, as a plain
     filter and as a parallel-for of 10 ranges (``ranges = 10``: its thread
-    and idle cores take the ranges), measured and simulated."""
+    and idle cores take the ranges), measured and simulated; then the same
+    beside a shared producer of 25 ms per thread that leaves no core idle
+    (``busy``),
+    where the ranges cannot go faster than the plain filter."""
     t = THREADS_SCALING[-1]
     events = 100
     configs = {}
-    for name, ranges in (("plain", ""), ("10 ranges", "ranges = 10")):
+    for name, ranges, busy in (
+        ("plain", "", ""),
+        ("10 ranges", "ranges = 10", ""),
+        ("busy plain", "", RANGES_BUSY.format(calo_s=0.025 * t)),
+        ("busy 10 ranges", "ranges = 10", RANGES_BUSY.format(calo_s=0.025 * t)),
+    ):
         path = OUT / f"ranges-{name.replace(' ', '-')}.toml"
-        path.write_text(RANGES_CONFIG.format(events=events, ranges=ranges))
+        path.write_text(RANGES_CONFIG.format(events=events, ranges=ranges, busy=busy))
         configs[name] = path
     common = ["--work", WORK, "--threads", str(t), "--events-in-flight", str(t)]
-    rates: dict[str, list[float]] = {name: [] for name in configs}
+    binaries = {"current": EVFLOW, **({"baseline": baseline} if baseline else {})}
+    rates: dict[tuple[str, str], list[float]] = {(b, n): [] for b in binaries for n in configs}
     for _ in range(reps):
         for name, path in configs.items():
-            rates[name].append(run(EVFLOW, path, *common)["throughput_ev_s"])
+            for b, binary in binaries.items():
+                rates[b, name].append(run(binary, path, *common)["throughput_ev_s"])
     print(
         f"parallel-for within a call (serial 20 ms filter, {t} threads and in flight, {WORK}, {events} events)"
     )
     for name, path in configs.items():
         sim = simulate(path, "--cores", str(t), "--events-in-flight", str(t))["report"]["throughput_ev_s"]
-        print(f"  {name:<10} measured {median(rates[name]):7.1f} events/s, simulated ({t} cores) {sim:7.1f}")
-    print(f"  10 ranges / plain: {median(rates['10 ranges']) / median(rates['plain']):.2f}x")
+        measured = ", ".join(f"{b} {median(rates[b, name]):7.1f}" for b in binaries)
+        print(f"  {name:<14} measured ({measured}) events/s, simulated ({t} cores) {sim:7.1f}")
+    for b in binaries:
+        ratios = [
+            median(rates[b, f"{prefix}10 ranges"]) / median(rates[b, f"{prefix}plain"])
+            for prefix in ("", "busy ")
+        ]
+        print(f"  {b}: 10 ranges / plain: {ratios[0]:.2f}x; with no idle core: {ratios[1]:.2f}x")
 
 
 LATENCY_CONFIG = """
@@ -342,7 +376,9 @@ def main() -> int:
     parser.add_argument("--only", default="overhead,lumis,scaling")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument(
-        "--baseline", type=Path, help="another evflow binary to compare with (overhead, capacity)"
+        "--baseline",
+        type=Path,
+        help="another evflow binary to compare with (overhead, capacity, ranges, latency)",
     )
     parser.add_argument(
         "--threads",

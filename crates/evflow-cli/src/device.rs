@@ -65,6 +65,14 @@ pub struct DeviceArgs {
     /// successive launches overlap on; `--device-no-overlap` means 1.
     #[arg(long, default_value_t = DeviceOptions::default().cuda_streams)]
     pub device_streams: usize,
+    /// The options above given on the command line, not defaulted (clap
+    /// ids; set by `main` from the parsed arguments).
+    #[arg(skip)]
+    pub given: Vec<&'static str>,
+    /// A report's measured launches are simulated (`evflow simulate
+    /// --times-from`), with or without a device.
+    #[arg(skip)]
+    pub launches_measured: bool,
 }
 
 /// The longest latency or timeout the device options take, in
@@ -84,6 +92,72 @@ fn readable(v: f64) -> String {
 
 fn parse_split(s: &str) -> Result<SplitMode, String> {
     s.parse()
+}
+
+/// The `--device-*` options (their clap ids) and what they apply to.
+const DEVICE_OPTIONS: [(&str, Applies); 11] = [
+    ("device_split", Applies::AnyDevice),
+    ("device_batch", Applies::AnyDevice),
+    ("device_timeout_us", Applies::AnyDevice),
+    ("device_max_in_flight", Applies::AnyDevice),
+    ("device_no_hold", Applies::AnyDevice),
+    ("device_no_overlap", Applies::AnyDevice),
+    ("device_latency_us", Applies::Emulated),
+    ("device_transfer_latency_us", Applies::Emulated),
+    ("device_bandwidth_gbs", Applies::Emulated),
+    ("device_speedup", Applies::Emulated),
+    ("device_streams", Applies::Cuda),
+];
+
+#[derive(Clone, Copy, PartialEq)]
+enum Applies {
+    AnyDevice,
+    Emulated,
+    Cuda,
+}
+
+/// The `--device-*` options given on the command line (not defaulted).
+pub fn given(matches: &clap::ArgMatches) -> Vec<&'static str> {
+    DEVICE_OPTIONS
+        .iter()
+        .map(|&(id, _)| id)
+        .filter(|id| matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
+        .collect()
+}
+
+/// Refuses a `--device-*` option given with a `--device` it cannot apply
+/// to (`given`: their clap ids), rather than ignoring it: `--device none
+/// --device-split fixed:50` ran everything on the host. With
+/// `launches_measured` (`evflow simulate --times-from`), a report's
+/// launches are simulated also with `--device none`, so the combining and
+/// split options apply there. `auto` may open either device: not checked.
+fn check_given(device: DeviceArg, given: &[&str], launches_measured: bool) -> Result<(), String> {
+    let option = |id: &str| format!("--{}", id.replace('_', "-"));
+    for &(id, applies) in DEVICE_OPTIONS.iter().filter(|(id, _)| given.contains(id)) {
+        let refused = match (device, applies) {
+            (DeviceArg::Auto, _) => None,
+            (DeviceArg::None, Applies::AnyDevice) if launches_measured => None,
+            (DeviceArg::None, _) => Some(
+                "device modules run on the host there; leave it out, or choose a \
+                 device (--device emulated)",
+            ),
+            (DeviceArg::Emulated, Applies::Cuda) => {
+                Some("it applies to a CUDA GPU only (--device cuda)")
+            }
+            (DeviceArg::Cuda, Applies::Emulated) => {
+                Some("it applies to the emulated device only (--device emulated)")
+            }
+            _ => None,
+        };
+        if let Some(why) = refused {
+            return Err(format!(
+                "{} has no effect with --device {}: {why}",
+                option(id),
+                format!("{device:?}").to_lowercase()
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl DeviceArgs {
@@ -132,6 +206,7 @@ impl DeviceArgs {
             overlap: !self.device_no_overlap,
             ..EmulatedConfig::default()
         };
+        check_given(self.device, &self.given, self.launches_measured)?;
         let choice = match self.device {
             DeviceArg::Auto => DeviceChoice::Auto,
             DeviceArg::None => DeviceChoice::None,

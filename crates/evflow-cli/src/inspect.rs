@@ -388,6 +388,32 @@ fn slices(doc: &Value, path: &Path) -> Result<Vec<Slice>, String> {
         .collect())
 }
 
+/// Per module, its `produce` slices of external work: the module slice of
+/// an event that starts once that event's wait for the module began (the
+/// wait starts when `acquire` has returned).
+fn produce_slices(slices: &[Slice]) -> HashMap<&str, u64> {
+    let mut waits: HashMap<(&str, u64), f64> = HashMap::new();
+    for s in slices.iter().filter(|s| s.category == "wait") {
+        if let Some(event) = s.event {
+            waits.insert((&s.name, event), s.start_us);
+        }
+    }
+    let mut produces: HashMap<&str, u64> = HashMap::new();
+    if waits.is_empty() {
+        return produces;
+    }
+    for s in slices.iter().filter(|s| s.category == "module") {
+        let Some(event) = s.event else { continue };
+        if waits
+            .get(&(s.name.as_str(), event))
+            .is_some_and(|&wait| s.start_us >= wait)
+        {
+            *produces.entry(&s.name).or_default() += 1;
+        }
+    }
+    produces
+}
+
 fn trace_report(slices: &[Slice], args: &ReportArgs) -> Result<(), String> {
     // The event to profile, checked before anything is printed.
     let events: std::collections::BTreeSet<u64> = slices
@@ -428,6 +454,13 @@ fn trace_report(slices: &[Slice], args: &ReportArgs) -> Result<(), String> {
             "wait" => entry.2 += s.dur_us,
             "queued" => entry.3 += s.dur_us,
             _ => {}
+        }
+    }
+    // A call with external work is two slices, `acquire` and the `produce`
+    // after its wait: count it once, as the report's `calls` does.
+    for (name, produces) in produce_slices(slices) {
+        if let Some(entry) = per_module.get_mut(name) {
+            entry.0 -= produces;
         }
     }
     let threads: std::collections::BTreeSet<u64> = slices

@@ -13,7 +13,7 @@ mod times_from;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 // Many threads allocate and free small scheduling objects (rayon's task
 // boxes, follow-up lists) on one another's behalf; glibc's malloc then
@@ -137,9 +137,15 @@ pub fn check_parallel(value: Option<usize>, option: &str) -> Result<(), String> 
 /// Filters and analyzers that no path or end path reaches: they never run
 /// (an output there is an error of the configuration; a producer there is
 /// an on-demand one nobody asks for, as in the CMS files). Most likely an
-/// entry forgotten in `[[path]]` or `[[end_path]]`.
+/// entry forgotten in `[[path]]` or `[[end_path]]`. Also a configuration
+/// without modules.
 fn never_run(process: &evflow_core::Process) -> Vec<String> {
     use evflow_core::ModuleKind;
+    // An empty file, or one whose modules are all commented out, is a
+    // valid configuration: its events pass through nothing.
+    if process.modules().is_empty() {
+        return vec!["the configuration has no modules: its events run through nothing".into()];
+    }
     let Ok(graph) = process.compile() else {
         return Vec::new();
     };
@@ -306,9 +312,24 @@ fn main() -> ExitCode {
     let result = if python {
         run::run_python_analysis().map(|()| ExitCode::SUCCESS)
     } else {
-        match Cli::parse().command {
-            Command::Run(args) => run::run(&args),
-            Command::Simulate(args) => simulate::simulate(&args),
+        let matches = Cli::command().get_matches();
+        let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        // Which `--device-*` options were given, not defaulted: one that
+        // cannot apply to the device chosen is refused, not ignored.
+        let given = match matches.subcommand() {
+            Some(("run" | "simulate", sub)) => device::given(sub),
+            _ => Vec::new(),
+        };
+        match cli.command {
+            Command::Run(mut args) => {
+                args.workload.device.given = given;
+                run::run(&args)
+            }
+            Command::Simulate(mut args) => {
+                args.workload.device.given = given;
+                args.workload.device.launches_measured = args.times_from.is_some();
+                simulate::simulate(&args)
+            }
             Command::Report(args) => inspect::report(&args).map(|()| ExitCode::SUCCESS),
         }
     };

@@ -81,6 +81,16 @@ fn partial(path: &Path) -> PathBuf {
     path.with_file_name(name)
 }
 
+/// The files a loaded configuration reads besides itself (its event
+/// table), as `inputs` of [`check_outputs`].
+pub fn read_by(loaded: &evflow_config::Loaded) -> Vec<(&'static str, Option<&Path>)> {
+    loaded
+        .inputs
+        .iter()
+        .map(|(what, path)| (*what, Some(path.as_path())))
+        .collect()
+}
+
 /// Checks, before a job starts, that the files its options name can be
 /// written, so that a long job does not end without its report: each is not
 /// a directory, its directory exists and takes a new file, and no two

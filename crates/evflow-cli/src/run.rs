@@ -35,6 +35,14 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
     let stop = signals::stop_on_signals()?;
     crate::check_parallel(args.threads, "--threads")?;
     crate::check_parallel(args.events_in_flight, "--events-in-flight")?;
+    // The sequential executor runs on the calling thread: more threads asked
+    // for were dropped in silence.
+    if let (ExecutorArg::Sequential, Some(n @ 2..)) = (args.executor, args.threads) {
+        return Err(format!(
+            "--threads {n} has no effect with --executor sequential, which runs on one thread \
+             (leave --threads out, or use --executor threaded)"
+        ));
+    }
     check_outputs(
         &[
             ("--report", workload.report.as_deref()),
@@ -45,6 +53,15 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, String> {
     // Before loading: device threads started while loading inherit it.
     system::fine_timer_slack();
     let loaded = workload.load()?;
+    // The files the configuration reads (its event table) are known once
+    // it is loaded: a report or trace over one would destroy it.
+    check_outputs(
+        &[
+            ("--report", workload.report.as_deref()),
+            ("--trace", args.trace.as_deref()),
+        ],
+        &crate::output_files::read_by(&loaded),
+    )?;
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);

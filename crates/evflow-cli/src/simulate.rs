@@ -66,6 +66,10 @@ pub fn simulate(args: &SimulateArgs) -> Result<ExitCode, String> {
         ],
     )?;
     let mut loaded = workload.load()?;
+    crate::output_files::check_outputs(
+        &[("--report", workload.report.as_deref())],
+        &crate::output_files::read_by(&loaded),
+    )?;
     let mut device_launches = std::collections::HashMap::new();
     let mut measured = std::collections::HashSet::new();
     if let Some(path) = &args.times_from {

@@ -228,6 +228,21 @@ fn bad_input_gets_a_clear_error() {
             "--device-streams must be at least 1",
         ),
         (
+            vec![
+                "run".into(),
+                write(
+                    &dir,
+                    "ok4.toml",
+                    "[[module]]\nlabel = \"a\"\ntype = \"producer\"\n",
+                ),
+                "--executor".into(),
+                "sequential".into(),
+                "-j".into(),
+                "4".into(),
+            ],
+            "--threads 4 has no effect with --executor sequential, which runs on one thread",
+        ),
+        (
             vec!["report".into(), write(&dir, "junk.json", "{\"x\": 1}")],
             "neither an evflow report",
         ),
@@ -254,6 +269,18 @@ fn bad_input_gets_a_clear_error() {
             stderr(&out)
         );
     }
+    // One thread is what the sequential executor runs on: accepted.
+    let ok = dir.join("ok4.toml");
+    let out = evflow(&[
+        "run",
+        ok.to_str().unwrap(),
+        "--executor",
+        "sequential",
+        "-j",
+        "1",
+        "-q",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
 }
 
 /// A job with no events runs, writes a valid report with empty cut-flows
@@ -521,6 +548,20 @@ fn modules_that_never_run_are_named_in_a_warning() {
     // --quiet prints only errors.
     let out = evflow(&["run", &config, "-q"]);
     assert_eq!(stderr(&out), "");
+    // An empty file (or every module commented out) runs its events
+    // through nothing: said, not silent.
+    let empty = write(&dir, "empty.toml", "# [[module]]\n");
+    for command in ["run", "simulate"] {
+        let out = evflow(&[command, &empty]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!(
+                "evflow: warning: {empty}: the configuration has no modules"
+            )),
+            "{command}: {}",
+            stderr(&out)
+        );
+    }
 }
 
 /// Output files that cannot be written are refused before the job runs
@@ -593,6 +634,46 @@ fn unwritable_or_clashing_output_files_are_refused_before_the_run() {
             "{args:?} overwrote the configuration"
         );
     }
+}
+
+/// A report or trace naming the configuration's event table (`[source]
+/// file`, relative to the configuration) is refused: it was written over
+/// the table, destroying the job's input.
+#[test]
+fn an_output_file_over_the_event_table_is_refused() {
+    let dir = scratch("outputs-table");
+    let table = "x\n1\n2\n";
+    write(&dir, "events.csv", table);
+    let config = write(
+        &dir,
+        "cuts.toml",
+        "[source]\ntype = \"table\"\nfile = \"events.csv\"\n\
+         [[module]]\nlabel = \"f\"\ntype = \"filter\"\ncut = \"x > 1\"\n\
+         [[path]]\nname = \"p\"\nmodules = [\"f\"]\n",
+    );
+    let events = dir.join("events.csv");
+    let events_s = events.to_str().unwrap();
+    for args in [
+        vec!["run", &config, "-q", "--report", events_s],
+        vec!["run", &config, "-q", "--trace", events_s],
+        vec!["simulate", &config, "-q", "--report", events_s],
+    ] {
+        let out = evflow(&args);
+        assert!(!out.status.success(), "{args:?} should fail");
+        let expected =
+            format!("{events_s} is the event table (source.file): it would be overwritten");
+        assert!(
+            stderr(&out).contains(&expected),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        assert_eq!(std::fs::read_to_string(&events).unwrap(), table, "{args:?}");
+    }
+    // Another file still takes the report.
+    let report = dir.join("r.json");
+    let out = evflow(&["run", &config, "-q", "--report", report.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(read_json(&report)["paths"][0]["passed"], 1);
 }
 
 #[test]

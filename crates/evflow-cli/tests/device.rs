@@ -334,6 +334,115 @@ fn configured_failures_fail_on_the_device_too() {
     );
 }
 
+/// A `--device-*` option that cannot apply to the device chosen is
+/// refused, named, rather than ignored: `--device none --device-split
+/// fixed:50` ran every call on the host and said `split fixed:0`.
+#[test]
+fn device_options_that_cannot_apply_to_the_device_are_refused() {
+    let config = example();
+    for (command, device, option, value, expected) in [
+        (
+            "run",
+            "none",
+            "--device-split",
+            "fixed:50",
+            "device modules run on the host",
+        ),
+        (
+            "run",
+            "none",
+            "--device-batch",
+            "8",
+            "device modules run on the host",
+        ),
+        (
+            "run",
+            "none",
+            "--device-no-hold",
+            "",
+            "device modules run on the host",
+        ),
+        (
+            "run",
+            "none",
+            "--device-speedup",
+            "2",
+            "device modules run on the host",
+        ),
+        (
+            "simulate",
+            "none",
+            "--device-timeout-us",
+            "50",
+            "device modules run on the host",
+        ),
+        (
+            "run",
+            "emulated",
+            "--device-streams",
+            "4",
+            "a CUDA GPU only",
+        ),
+        (
+            "run",
+            "cuda",
+            "--device-latency-us",
+            "3",
+            "the emulated device only",
+        ),
+        (
+            "simulate",
+            "cuda",
+            "--device-bandwidth-gbs",
+            "1",
+            "the emulated device only",
+        ),
+    ] {
+        let mut args = vec![
+            command, &config, "--device", device, "-n", "4", "-q", option,
+        ];
+        if !value.is_empty() {
+            args.push(value);
+        }
+        let out = evflow(&args);
+        let err = stderr(&out);
+        assert!(
+            !out.status.success(),
+            "{command} --device {device} {option} {value} was accepted"
+        );
+        assert!(
+            err.contains(&format!("{option} has no effect with --device {device}: "))
+                && err.contains(expected),
+            "{command} --device {device} {option} {value}: {err}"
+        );
+    }
+    // Options of the device chosen, and any with `auto` (which may open
+    // either), still run.
+    for args in [
+        [
+            "--device",
+            "emulated",
+            "--device-split",
+            "fixed:50",
+            "--device-latency-us",
+            "3",
+        ],
+        [
+            "--device",
+            "auto",
+            "--device-speedup",
+            "2",
+            "--device-streams",
+            "3",
+        ],
+    ] {
+        let mut all = vec!["run", &config, "-n", "4", "-q"];
+        all.extend(args);
+        let out = evflow(&all);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    }
+}
+
 /// `evflow simulate --times-from REPORT` simulates the device a run
 /// measured — each device module's launches as `launch_model` gives them —
 /// on a machine without that device (`--device none`): a run's GPU,
@@ -370,8 +479,6 @@ fn simulate_follows_the_device_a_report_measured() {
             config.clone(),
             "--device".into(),
             "none".into(),
-            "--device-split".into(),
-            "fixed:100".into(),
             "--cores".into(),
             "4".into(),
             "-n".into(),
@@ -379,8 +486,11 @@ fn simulate_follows_the_device_a_report_measured() {
             "--report".into(),
             prediction.to_string_lossy().into_owned(),
         ];
+        // The split applies to the measured launches; without them
+        // `--device none` refuses it.
         if let Some(path) = times_from {
             args.extend(["--times-from".into(), path.to_string_lossy().into_owned()]);
+            args.extend(["--device-split".into(), "fixed:100".into()]);
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = evflow(&args);
@@ -420,4 +530,49 @@ fn simulate_follows_the_device_a_report_measured() {
         err.contains("devices: module 'tracking': launch_model: invalid type"),
         "{err}"
     );
+}
+
+/// `evflow report TRACE` counts a call with external work once, as the
+/// report's `calls` does: its `acquire` and `produce` are two slices of the
+/// trace, and the device module's calls read twice the report's (120 of
+/// 60 events here), halving its time per call.
+#[test]
+fn a_traces_calls_of_a_device_module_are_the_reports() {
+    let dir = scratch("trace-calls");
+    let report = dir.join("report.json");
+    let trace = dir.join("trace.json");
+    let out = run_emulated(
+        &example(),
+        "fixed:50",
+        &[
+            "-n",
+            "60",
+            "-q",
+            "--report",
+            report.to_str().unwrap(),
+            "--trace",
+            trace.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let calls = |label: &str| -> u64 {
+        read_json(&report)["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["label"] == label)
+            .unwrap()["calls"]
+            .as_u64()
+            .unwrap()
+    };
+    let text = report_text(&trace);
+    for label in ["tracking", "raw", "vertices"] {
+        let line = text
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(label))
+            .unwrap_or_else(|| panic!("no line of {label}: {text}"));
+        let traced: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        assert_eq!(traced, calls(label), "{label}: {line}");
+    }
+    assert_eq!(calls("tracking"), 60);
 }

@@ -317,6 +317,7 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
         devices: None,
         notes,
         simulation_notes: Vec::new(),
+        inputs: Vec::new(),
     })
 }
 

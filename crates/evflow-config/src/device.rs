@@ -39,6 +39,12 @@ impl DeviceSpec {
     pub(crate) fn has_kernel(&self) -> bool {
         self.kernel.is_some()
     }
+
+    /// Whether the module also has a host implementation (`host`, by
+    /// default true).
+    pub(crate) fn has_host(&self) -> bool {
+        self.host.unwrap_or(true)
+    }
 }
 
 /// Largest per-event transfer accepted (1 GiB): larger is a typo.
@@ -98,7 +104,7 @@ pub(crate) fn build(
         let spec = ComputeDevice {
             kind,
             size: usize::try_from(size).unwrap_or(usize::MAX),
-            host: spec.host.unwrap_or(true),
+            host: spec.has_host(),
             device_cost_s: time * time_scale,
         };
         spec.check().map_err(|e| format!("device.{e}"))?;
@@ -110,7 +116,7 @@ pub(crate) fn build(
         return Err("device.size applies only with device.kernel".into());
     }
     let spec = SyntheticDevice {
-        host: spec.host.unwrap_or(true).then_some(host.clone()),
+        host: spec.has_host().then_some(host.clone()),
         device_cost_s: time * time_scale,
         bytes_in: bytes(spec.bytes_in, "bytes_in", 16)?,
         bytes_out: bytes(spec.bytes_out, "bytes_out", 8)?,

@@ -70,6 +70,9 @@ pub struct Loaded {
     /// each (`evflow simulate` prints those of the modules whose times do
     /// not come from a measured run).
     pub simulation_notes: Vec<(String, String)>,
+    /// Files the configuration reads besides itself, with what each is
+    /// (`"event table (source.file)"`): a job must not write over them.
+    pub inputs: Vec<(&'static str, std::path::PathBuf)>,
 }
 
 impl fmt::Debug for Loaded {
@@ -86,6 +89,7 @@ impl fmt::Debug for Loaded {
             .field("filter_order", &self.ordering.default)
             .field("notes", &self.notes)
             .field("simulation_notes", &self.simulation_notes)
+            .field("inputs", &self.inputs)
             .finish()
     }
 }

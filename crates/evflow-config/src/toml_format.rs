@@ -147,6 +147,7 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
     }
 
     let mut table: Option<Arc<Table>> = None;
+    let mut inputs = Vec::new();
     if let Some(s) = &doc.source {
         match (s.kind.as_deref(), &s.file) {
             (None | Some("empty"), None) => {}
@@ -157,6 +158,7 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
                 let path = resolve_table(at.0, file);
                 let t = Table::read(&path).map_err(|m| at.setting("source.file", m))?;
                 table = Some(Arc::new(t));
+                inputs.push(("event table (source.file)", path));
             }
             (Some("table"), None) => {
                 return Err(at.setting(
@@ -192,6 +194,14 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
             source = source.lumis_per_run(n);
         }
         if let Some(run) = s.first_run {
+            // Run 0 is no run (CMSSW's invalid run number), as block and
+            // event 0 are none: numbers count from 1.
+            if run == 0 {
+                return Err(at.setting(
+                    "source.first_run",
+                    "must be at least 1 (run numbers count from 1, as block and event numbers do)",
+                ));
+            }
             source = source.first_run(run);
         }
     }
@@ -254,6 +264,7 @@ pub fn load(text: &str, opts: &LoadOptions, at: Origin<'_>) -> Result<Loaded, Co
         devices,
         notes: Vec::new(),
         simulation_notes: simulation_notes(&doc.module),
+        inputs,
     })
 }
 
@@ -274,7 +285,12 @@ fn simulation_notes(modules: &[ModuleSpec]) -> Vec<(String, String)> {
                 ),
             ));
         }
-        if m.device.as_ref().is_some_and(|d| d.has_kernel()) {
+        // A kernel without a host side (`host = false`) makes no host call
+        // whose time the simulator would miss.
+        if m.device
+            .as_ref()
+            .is_some_and(|d| d.has_kernel() && d.has_host())
+        {
             notes.push((
                 m.label.clone(),
                 format!(

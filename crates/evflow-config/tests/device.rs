@@ -167,6 +167,24 @@ fn a_device_table_can_name_a_real_kernel() {
     }
 }
 
+/// The simulator's note on a real kernel is about its host calls, whose
+/// time the file does not give: a kernel without a host side makes none.
+#[test]
+fn only_kernels_with_a_host_side_note_their_unknown_host_time() {
+    let ctx = emulated(EmulatedConfig::default(), SplitMode::Adaptive);
+    let noted = |text: &str| -> Vec<String> {
+        let loaded = load(text, Some(ctx.clone())).unwrap();
+        loaded
+            .simulation_notes
+            .into_iter()
+            .map(|(label, _)| label)
+            .collect()
+    };
+    assert_eq!(noted(KERNEL_JOB), ["forces"]);
+    let device_only = KERNEL_JOB.replace("size = 32 }", "size = 32, host = false }");
+    assert!(noted(&device_only).is_empty());
+}
+
 #[test]
 fn bad_kernel_tables_are_named() {
     let cases = [

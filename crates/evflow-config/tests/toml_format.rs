@@ -507,6 +507,12 @@ fn bad_values() {
     );
     let e = error("[source]\nevents_per_lumi = 0\n");
     assert_eq!(e, "demo.toml: source.events_per_lumi: must be at least 1");
+    // Run 0 is CMSSW's invalid run number: it numbered a whole job's events.
+    let e = error("[source]\nfirst_run = 0\n");
+    assert!(
+        e.starts_with("demo.toml: source.first_run: must be at least 1"),
+        "{e}"
+    );
     let e = error("[[path]]\nname = \"\"\n");
     assert_eq!(e, "demo.toml: path[0].name: is empty");
 }

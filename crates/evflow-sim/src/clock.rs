@@ -154,7 +154,7 @@ pub(crate) fn run_on<Q: Queues>(
     let mut calls = vec![0u64; n_modules];
     let mut module_busy_s = vec![0f64; n_modules];
     // As the engine reports them: admission queue time, and the wait of
-    // external work between its acquire and produce steps.
+    // external work from the end of its acquire step to its completion.
     let mut queue_s = vec![0f64; n_modules];
     let mut wait_s = vec![0f64; n_modules];
     let mut acquired_at: std::collections::HashMap<(usize, ModuleIdx), f64> =
@@ -233,6 +233,11 @@ pub(crate) fn run_on<Q: Queues>(
             accumulate(&mut profile, machine.modules_running, now - last);
             last = now;
             for (module, slot, instance) in dev.pop(now) {
+                // The wait ends with the external work, as a run counts it,
+                // not when a core is free for `produce`.
+                if let Some(t) = acquired_at.remove(&(slot, module)) {
+                    wait_s[module] += (now - t).max(0.0);
+                }
                 out.clear();
                 coordinator.acquire_done(slot, module, instance, &mut out, &tally);
                 machine.injector.extend(out.drain(..));
@@ -291,11 +296,6 @@ pub(crate) fn run_on<Q: Queues>(
                     if let Some(t) = tally.queued_at.borrow_mut().remove(&(slot, module)) {
                         queue_s[module] += (started - t).max(0.0);
                     }
-                } else if let Some(t) = acquired_at.remove(&(slot, module)) {
-                    wait_s[module] += (started - t).max(0.0);
-                }
-                if phase == Phase::Acquire {
-                    acquired_at.insert((slot, module), now);
                 }
                 if let Some(trace) = &mut machine.trace {
                     trace.push(TraceSlice {
@@ -331,6 +331,8 @@ pub(crate) fn run_on<Q: Queues>(
                     };
                     if host {
                         coordinator.acquire_done(slot, module, instance, &mut out, &tally);
+                    } else {
+                        acquired_at.insert((slot, module), now);
                     }
                 } else {
                     if let Some(d) = device.as_mut().filter(|_| on_device)

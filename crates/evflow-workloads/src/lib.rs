@@ -46,8 +46,8 @@ pub use modules::{
     output_with_tally, passes, passes_id, producer,
 };
 pub use ranges::{
-    RANGE_GRAIN_S, SLEEPING_HELPERS, effective_ranges, for_each_range, for_each_sleeping_range,
-    set_emulated_cores,
+    EmulatedCore, RANGE_GRAIN_S, SLEEPING_HELPERS, effective_ranges, for_each_range,
+    for_each_sleeping_range, hold_emulated_core, set_emulated_cores,
 };
 pub use timing::{
     Timing, Work, busy_iterations_per_second, busy_work, configured_failure, sleep_work,

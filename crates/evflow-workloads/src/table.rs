@@ -31,10 +31,18 @@ impl Table {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let blank = |l: &str| l.trim().is_empty();
         let mut lines = text.lines().enumerate().skip_while(|(_, l)| blank(l));
-        let Some((_, header)) = lines.next() else {
+        let Some((header_no, header)) = lines.next() else {
             return Err("empty table (a header line of column names is needed)".into());
         };
-        let names: Vec<String> = header.split(',').map(|s| s.trim().to_string()).collect();
+        let names: Vec<String> = header
+            .split(',')
+            .enumerate()
+            .map(|(i, s)| {
+                unquote(s)
+                    .map(|n| n.trim().to_string())
+                    .map_err(|e| format!("line {}, column {}: {e}", header_no + 1, i + 1))
+            })
+            .collect::<Result<_, _>>()?;
         for (i, name) in names.iter().enumerate() {
             if name.is_empty() {
                 return Err(format!("column {} has an empty name", i + 1));
@@ -58,7 +66,7 @@ impl Table {
                     names.len()
                 ));
             }
-            let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+            let fields: Vec<&str> = line.split(',').collect();
             if fields.len() != names.len() {
                 return Err(format!(
                     "{at}: {} fields, the header names {}",
@@ -67,7 +75,8 @@ impl Table {
                 ));
             }
             for ((field, name), column) in fields.iter().zip(&names).zip(&mut columns) {
-                column.push(cell(field).map_err(|e| format!("{at}, column '{name}': {e}"))?);
+                let value = unquote(field).and_then(|f| cell(f.trim()));
+                column.push(value.map_err(|e| format!("{at}, column '{name}': {e}"))?);
             }
         }
         let rows = columns.first().map_or(0, Vec::len);
@@ -96,14 +105,31 @@ impl Table {
     }
 }
 
+/// A field without the double quotes that R's `write.csv` and spreadsheets
+/// put around names and text (`"njet"`; `""` inside is one quote). A quoted
+/// field holding a comma is not split correctly here: refused.
+fn unquote(field: &str) -> Result<std::borrow::Cow<'_, str>, String> {
+    let trimmed = field.trim();
+    let Some(inner) = trimmed.strip_prefix('"') else {
+        return Ok(trimmed.into());
+    };
+    match inner.strip_suffix('"') {
+        Some(inner) if !inner.contains(',') => Ok(inner.replace("\"\"", "\"").into()),
+        _ => Err(format!(
+            "'{trimmed}' is an unclosed quoted field (a quoted field holding a comma is not \
+             read: the table takes names and numbers)"
+        )),
+    }
+}
+
 /// One cell of a table: a finite number, or `true`/`false` (1/0). NaN and
 /// infinities are refused: NaN fails every comparison and an infinity
 /// (often an overflow, `1e999`, or a stand-in for a missing value) passes
 /// every bound, so a cut would decide on them in silence.
 fn cell(field: &str) -> Result<f64, String> {
     match field {
-        "true" | "True" => Ok(1.0),
-        "false" | "False" => Ok(0.0),
+        "true" | "True" | "TRUE" => Ok(1.0),
+        "false" | "False" | "FALSE" => Ok(0.0),
         "" => Err("empty (a missing value has no number to cut on)".into()),
         _ => match field.parse::<f64>() {
             Ok(v) if v.is_finite() => Ok(v),
@@ -177,8 +203,8 @@ impl Cut {
         // reject every event (`!=`: pass every one) without a word.
         // `true`/`false` read as 1/0, as in the table's cells.
         let value = match number {
-            "true" | "True" => Some(1.0),
-            "false" | "False" => Some(0.0),
+            "true" | "True" | "TRUE" => Some(1.0),
+            "false" | "False" | "FALSE" => Some(0.0),
             _ => number.parse::<f64>().ok().filter(|v| !v.is_nan()),
         }
         .ok_or_else(|| format!("'{number}' is not a number"))?;
@@ -286,5 +312,23 @@ mod tests {
         assert!(e.starts_with("line 6 (event 3), column 'met'"), "{e}");
         assert_eq!(err("a,b,a\n1,2,3\n"), "column 'a' appears twice");
         assert_eq!(err("a,,b\n1,2,3\n"), "column 2 has an empty name");
+    }
+
+    /// As R's `write.csv` and spreadsheets write them: quoted names (a
+    /// cut on `njet` found no column: they were `"njet"`) and TRUE/FALSE.
+    #[test]
+    fn quoted_names_and_upper_case_booleans_are_read() {
+        let t = Table::parse("\"njet\",\"pass\"\n3,TRUE\n\"5\",FALSE\n").unwrap();
+        let c = Cut::parse("njet >= 4", &t).unwrap();
+        assert!(!c.passes(&t, 1) && c.passes(&t, 2));
+        let c = Cut::parse("pass == TRUE", &t).unwrap();
+        assert!(c.passes(&t, 1) && !c.passes(&t, 2));
+        let e = Table::parse("\"a,b\",c\n1,2\n").map(|_| ()).unwrap_err();
+        assert!(
+            e.starts_with("line 1, column 1: '\"a' is an unclosed quoted field"),
+            "{e}"
+        );
+        let e = Table::parse("a\n\"1\n").map(|_| ()).unwrap_err();
+        assert!(e.starts_with("line 2 (event 1), column 'a': "), "{e}");
     }
 }
