@@ -271,10 +271,15 @@ impl EventState {
     /// Something other than a measurement needs `m`: it and the producers
     /// it waits for are measurements no more.
     fn claim(&mut self, graph: &Graph, m: ModuleIdx) {
-        if std::mem::replace(&mut self.measuring[m], false) {
-            for &p in &graph.modules[m].prereqs {
-                if self.status[p] != Status::Done {
-                    self.claim(graph, p);
+        // A stack of its own, not the thread's: a chain of prerequisites
+        // may be as long as the graph.
+        let mut todo = vec![m];
+        while let Some(m) = todo.pop() {
+            if std::mem::replace(&mut self.measuring[m], false) {
+                for &p in &graph.modules[m].prereqs {
+                    if self.status[p] != Status::Done {
+                        todo.push(p);
+                    }
                 }
             }
         }
@@ -508,25 +513,48 @@ impl EventState {
         if self.failed {
             return;
         }
+        // Depth first, in the order of each module's prerequisites, on a
+        // stack of its own: a chain of prerequisites may be as long as the
+        // graph (50 000 producers overflowed a worker thread's stack when
+        // this recursed). Each frame: the module, its next prerequisite,
+        // and how many of those seen are not done.
+        let mut frames: Vec<(ModuleIdx, usize, u32)> = Vec::new();
         self.status[m] = Status::Waiting;
         self.measuring[m] = measure;
-        let mut pending = 0;
-        for &p in &graph.modules[m].prereqs {
-            if self.status[p] == Status::Done && self.lost[p] {
-                (self.status[p], self.lost[p]) = (Status::Idle, false);
+        frames.push((m, 0, 0));
+        while let Some(&mut (m, ref mut next, ref mut pending)) = frames.last_mut() {
+            if let Some(&p) = graph.modules[m].prereqs.get(*next) {
+                *next += 1;
+                if self.status[p] == Status::Done && self.lost[p] {
+                    (self.status[p], self.lost[p]) = (Status::Idle, false);
+                }
+                if self.status[p] == Status::Idle {
+                    self.status[p] = Status::Waiting;
+                    self.measuring[p] = measure;
+                    frames.push((p, 0, 0));
+                    continue;
+                }
+                if !measure {
+                    self.claim(graph, p);
+                }
+                if self.status[p] != Status::Done {
+                    *pending += 1;
+                }
+                continue;
             }
-            if self.status[p] == Status::Idle {
-                self.request(graph, p, measure, ready);
-            } else if !measure {
-                self.claim(graph, p);
+            let pending = *pending;
+            frames.pop();
+            self.pending[m] = pending;
+            if pending == 0 {
+                self.dispatch(m, ready);
             }
-            if self.status[p] != Status::Done {
-                pending += 1;
+            // Back in the module that requested `m`: one more prerequisite
+            // seen, not done (requested just now, so not done yet).
+            if let Some((_, _, parent_pending)) = frames.last_mut()
+                && self.status[m] != Status::Done
+            {
+                *parent_pending += 1;
             }
-        }
-        self.pending[m] = pending;
-        if pending == 0 {
-            self.dispatch(m, ready);
         }
     }
 
