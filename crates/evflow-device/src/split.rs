@@ -408,7 +408,7 @@ impl SplitController {
     /// (a small share of a job whose events come one by one), it first
     /// sends a burst of invocations at once, whose launches hold several
     /// and tell the line; where the line says full launches would run the
-    /// device alone at [`DEVICE_END_MARGIN`] times the best rate measured,
+    /// device alone at twice the best rate measured or more,
     /// the device end is tried whatever the first challenger showed.
     /// Measured on an H200: an n-body whose launches at 4 % each held one
     /// event measured 1 000–11 000 events/s on a device that ran 155 000
