@@ -22,7 +22,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use evflow_core::*;
 use evflow_workloads as synthetic;
@@ -172,7 +172,14 @@ pub struct Hold {
     met: AtomicBool,
     budget: AtomicI64,
     peak: AtomicU32,
+    /// The budget also ends here: on a loaded machine each yield can
+    /// take a scheduler's time slice, and 400 000 of them outlasted the
+    /// 60 s watchdog (load average 7 on 2 cores).
+    deadline: Instant,
 }
+
+/// Longest a hold's executions wait in all, whatever their budget.
+const HOLD_WALL: Duration = Duration::from_secs(10);
 
 impl Hold {
     /// Waits for `target` executions inside at once, spending at most
@@ -185,6 +192,7 @@ impl Hold {
             met: AtomicBool::new(false),
             budget: AtomicI64::new(budget),
             peak: AtomicU32::new(0),
+            deadline: Instant::now() + HOLD_WALL,
         })
     }
     /// Like [`Hold::new`], but every execution waits (within the shared
@@ -208,7 +216,7 @@ impl Hold {
                 self.met.load(SeqCst)
             }
         };
-        while !done() && self.budget.fetch_sub(1, SeqCst) > 0 {
+        while !done() && self.budget.fetch_sub(1, SeqCst) > 0 && Instant::now() < self.deadline {
             std::thread::yield_now();
         }
     }
