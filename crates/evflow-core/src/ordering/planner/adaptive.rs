@@ -38,9 +38,13 @@ impl OrderingPlanner {
             self.verify_change(d, &mut st, n_obs);
             self.drift_check(d, &mut st, n_obs);
         }
-        // Events one at a time: during the warm-up every event comes here,
-        // so that a step timed for the first time is measured from the next.
-        let refresh_rates = st.learning && d.policy == Policy::Adaptive && d.per_obs().is_none();
+        // Events one at a time: during the warm-up, while a step was never
+        // timed, every event comes here, so that a step timed for the first
+        // time is measured from the next.
+        let refresh_rates = st.learning
+            && d.policy == Policy::Adaptive
+            && d.per_obs().is_none()
+            && st.cost_known.contains(&false);
         if refresh_rates && n_obs < st.next_decision {
             self.rate_newly_timed(d, &mut st);
         }
