@@ -38,6 +38,16 @@ impl OrderingPlanner {
             self.verify_change(d, &mut st, n_obs);
             self.drift_check(d, &mut st, n_obs);
         }
+        // Events one at a time: during the warm-up, while a step was never
+        // timed, every event comes here, so that a step timed for the first
+        // time is measured from the next.
+        let refresh_rates = st.learning
+            && d.policy == Policy::Adaptive
+            && d.per_obs().is_none()
+            && st.cost_known.contains(&false);
+        if refresh_rates && n_obs < st.next_decision {
+            self.rate_newly_timed(d, &mut st);
+        }
         // A drift check takes a few µs: longer, it was descheduled.
         let check = (t0.elapsed().as_nanos() as i64).min(CHECK_CAP_NS);
         let mut spent = check;
@@ -58,13 +68,64 @@ impl OrderingPlanner {
             };
         }
         let next = if st.learning {
-            st.next_decision
+            if refresh_rates {
+                n_obs + 1
+            } else {
+                st.next_decision
+            }
         } else {
             let block = obs_for(self.tuning.drift_block.max(1), d.per_obs());
             st.next_decision.min(n_obs + block)
         };
         d.next_check.store(next.max(n_obs + 1), Relaxed);
         self.decide_ns.fetch_add(spent, Relaxed);
+    }
+
+    /// During the warm-up: a step timed for the first time since the last
+    /// decision is measured after rejections at the cheap steps' rate if
+    /// measuring it costs no more than measuring them all, instead of the
+    /// rate of a step never timed until the next decision.
+    fn rate_newly_timed(&self, d: &Dyn, st: &mut State) {
+        // The costs are estimated again only once a step's own ring holds a
+        // timing it had not at the last estimate (a few loads per step).
+        let timed = |j: usize| {
+            self.rings[d.steps[j]]
+                .as_ref()
+                .is_some_and(|r| r.pushed() > 0)
+        };
+        if !(0..d.steps.len()).any(|j| !st.cost_known[j] && timed(j)) {
+            return;
+        }
+        let before = st.cost_known.clone();
+        self.update_costs(d, st);
+        let cheap_total: f64 = (0..d.steps.len())
+            .filter(|&j| before[j] && !st.heavy[j])
+            .map(|j| st.probe[j])
+            .sum();
+        let mut changed = false;
+        for (j, &known) in before.iter().enumerate() {
+            if known || !st.cost_known[j] {
+                continue;
+            }
+            let probe = st.costs[j].max(st.decided_costs[j]);
+            if probe <= cheap_total {
+                st.heavy[j] = false;
+                st.probe[j] = probe;
+                st.rates[j] = 1.0;
+                changed = true;
+            }
+        }
+        if changed {
+            let cur = read(&d.current).clone();
+            settle_constraints(&mut st.rates, &d.preds, &st.heavy);
+            let current = make_current(
+                &d.steps,
+                cur.groups.clone(),
+                &st.rates,
+                st.targets(&d.preds),
+            );
+            d.set_current(Arc::new(current));
+        }
     }
 
     /// A decision at the next observed event (the first per-event samples

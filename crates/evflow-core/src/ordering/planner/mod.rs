@@ -83,7 +83,7 @@ pub struct OrderingPlanner {
     path_names: Vec<String>,
     /// Per timed module: its most recent recorded running times, from which
     /// decisions take robust estimates (see [`costs`](super::costs)).
-    rings: Vec<Option<Ring>>,
+    pub(super) rings: Vec<Option<Ring>>,
     /// Per timed module: its most recent timings on batches, per event seen
     /// with their events (`costs::pack_batch`), which are comparable only
     /// per event.
