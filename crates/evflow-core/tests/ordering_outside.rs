@@ -251,8 +251,10 @@ fn sampling_counts_a_producer_also_needed_outside_the_path() {
     assert!(
         ctl.reason.contains(
             "producers also needed outside the path, charged to the first step that needs them where nothing outside ran them"
-        ) && ctl.reason.contains("jets 100.00 µs (for ctlJet)")
-            && ctl.reason.contains(&format!("run outside the path on {:.1}%", 100.0 * outside)),
+        ) && ctl.reason.contains(&format!(
+            "jets 100.00 µs (for ctlJet; run outside the path on {:.1}%)",
+            100.0 * outside
+        )),
         "{}",
         ctl.reason
     );

@@ -42,20 +42,25 @@ impl OrderingPlanner {
         let mut flow = flow.join(", ");
         // The producers timed apart from the steps, with the steps needing
         // them.
-        let listed = |list: &[(usize, u64)], costs: &[f64]| -> String {
+        // Each with what it adds to its parenthesis (`notes[k]`, may be
+        // empty).
+        let listed = |list: &[(usize, u64)], costs: &[f64], notes: &[String]| -> String {
             let items: Vec<String> = list
                 .iter()
                 .zip(costs)
-                .map(|(&(m, by), &c)| {
+                .enumerate()
+                .map(|(k, (&(m, by), &c))| {
                     let steps: Vec<&str> = (0..d.steps.len())
                         .filter(|&i| by >> i & 1 == 1)
                         .map(|i| self.labels[d.steps[i]].as_str())
                         .collect();
+                    let note = notes.get(k).filter(|n| !n.is_empty());
                     format!(
-                        "{} {} (for {})",
+                        "{} {} (for {}{})",
                         self.labels[m],
                         micros(c),
-                        steps.join(", ")
+                        steps.join(", "),
+                        note.map_or(String::new(), |n| format!("; {n}"))
                     )
                 })
                 .collect();
@@ -65,20 +70,20 @@ impl OrderingPlanner {
             let costs: Vec<f64> = st.shared.iter().map(|c| c.cost).collect();
             flow = format!(
                 "{flow}; shared producers, charged to the first step that needs them: {}",
-                listed(&d.shared, &costs)
+                listed(&d.shared, &costs, &[])
             );
         }
         if !d.outside.is_empty() {
             let costs: Vec<f64> = st.outside.iter().map(|c| c.cost).collect();
+            // Each producer's share beside it, not in a list after them all.
             let shares: Vec<String> = st
                 .outside_share
                 .iter()
                 .map(|&f| format!("run outside the path on {}", percent(f)))
                 .collect();
             flow = format!(
-                "{flow}; producers also needed outside the path, charged to the first step that needs them where nothing outside ran them: {} ({})",
-                listed(&d.outside, &costs),
-                shares.join(", ")
+                "{flow}; producers also needed outside the path, charged to the first step that needs them where nothing outside ran them: {}",
+                listed(&d.outside, &costs, &shares)
             );
         }
         let extra_list: Vec<String> = cur
