@@ -108,23 +108,10 @@ fn expected(history: &[OrderChange]) -> (f64, f64) {
 fn the_pass_model_of_the_order_in_force_agrees_with_its_stop_counts() {
     for seed in 0..8u64 {
         let p = Pipeline {
-            costs: vec![
-                206e-6, 5e-6, 30e-6, 70e-6, 8e-6, 5e-6, 40e-6, 5e-6, 15e-6, 300e-6,
-            ],
-            rates: vec![0.5, 0.6, 0.55, 0.3, 0.35, 0.5, 0.45, 0.8, 0.9, 0.4],
-            twin: vec![
-                None,
-                None,
-                Some(1),
-                None,
-                Some(3),
-                None,
-                None,
-                None,
-                None,
-                None,
-            ],
-            after: vec![(2, 0), (9, 3)],
+            costs: driven::TWIN_COSTS.to_vec(),
+            rates: driven::TWIN_RATES.to_vec(),
+            twin: driven::TWINS.to_vec(),
+            after: driven::TWIN_AFTER.to_vec(),
             seed,
         };
         let events = 40_000u64;

@@ -16,23 +16,10 @@ use driven::{driven_graph, mix, unit};
 /// costliest written first; `f2` reads `f1`'s variable and `f4` `f3`'s,
 /// smeared (`f4`, 8 µs, passes 35%, nearly every event that the 70 µs
 /// `f3` passes, 30%); `f2` after `f0`, `f9` after `f3`.
-const COSTS: [f64; 10] = [
-    206e-6, 5e-6, 30e-6, 70e-6, 8e-6, 5e-6, 40e-6, 5e-6, 15e-6, 300e-6,
-];
-const RATES: [f64; 10] = [0.5, 0.6, 0.55, 0.3, 0.35, 0.5, 0.45, 0.8, 0.9, 0.4];
-const TWIN: [Option<usize>; 10] = [
-    None,
-    None,
-    Some(1),
-    None,
-    Some(3),
-    None,
-    None,
-    None,
-    None,
-    None,
-];
-const AFTER: [(usize, usize); 2] = [(2, 0), (9, 3)];
+const COSTS: [f64; 10] = driven::TWIN_COSTS;
+const RATES: [f64; 10] = driven::TWIN_RATES;
+const TWIN: [Option<usize>; 10] = driven::TWINS;
+const AFTER: [(usize, usize); 2] = driven::TWIN_AFTER;
 
 fn passes(seed: u64, j: usize, e: u64) -> bool {
     let key = |v: u64| e.wrapping_mul(0x1000_0000_01b3) ^ mix(seed ^ mix(v));

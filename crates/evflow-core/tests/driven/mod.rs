@@ -20,6 +20,28 @@ pub fn unit(key: u64) -> f64 {
     (mix(key) >> 11) as f64 / (1u64 << 53) as f64
 }
 
+/// The ten-step pipeline the calibration and first-timing replays drive:
+/// each step's cost (seconds) and pass rate, the step whose variable it
+/// reads smeared (two twin pairs: 2 reads 1, 4 reads 3), and `(later,
+/// earlier)` precedence constraints.
+pub const TWIN_COSTS: [f64; 10] = [
+    206e-6, 5e-6, 30e-6, 70e-6, 8e-6, 5e-6, 40e-6, 5e-6, 15e-6, 300e-6,
+];
+pub const TWIN_RATES: [f64; 10] = [0.5, 0.6, 0.55, 0.3, 0.35, 0.5, 0.45, 0.8, 0.9, 0.4];
+pub const TWINS: [Option<usize>; 10] = [
+    None,
+    None,
+    Some(1),
+    None,
+    Some(3),
+    None,
+    None,
+    None,
+    None,
+    None,
+];
+pub const TWIN_AFTER: [(usize, usize); 2] = [(2, 0), (9, 3)];
+
 /// A filter that is never run: the planner is driven by hand.
 pub struct Idle;
 impl Transitions for Idle {}

@@ -116,15 +116,9 @@ impl OrderingPlanner {
             }
         }
         if changed {
-            let cur = read(&d.current).clone();
             settle_constraints(&mut st.rates, &d.preds, &st.heavy);
-            let current = make_current(
-                &d.steps,
-                cur.groups.clone(),
-                &st.rates,
-                st.targets(&d.preds),
-            );
-            d.set_current(Arc::new(current));
+            let groups = read(&d.current).groups.clone();
+            d.put_current(groups, st);
         }
     }
 
@@ -456,13 +450,7 @@ impl OrderingPlanner {
         }
         st.heavy = heavy;
         st.probe = probe;
-        let current = make_current(
-            &d.steps,
-            cur.groups.clone(),
-            &st.rates,
-            st.targets(&d.preds),
-        );
-        d.set_current(Arc::new(current));
+        d.put_current(cur.groups.clone(), st);
     }
 
     /// Puts a new order in force: the plans, the lock-free copy of the

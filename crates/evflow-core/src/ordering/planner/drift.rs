@@ -2,7 +2,6 @@
 //! against what came before, and re-learning when a pass rate moved.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 use super::OrderingPlanner;
 use super::state::*;
@@ -116,13 +115,7 @@ impl OrderingPlanner {
         settle_constraints(&mut st.rates, &d.preds, &st.heavy);
         // Re-learning measures after every rejection alike.
         st.targeted.clear();
-        let current = make_current(
-            &d.steps,
-            cur.groups.clone(),
-            &st.rates,
-            st.targets(&d.preds),
-        );
-        d.set_current(Arc::new(current));
+        d.put_current(cur.groups.clone(), st);
     }
 }
 

@@ -121,6 +121,13 @@ thread_local! {
 }
 
 impl Dyn {
+    /// Puts the order of `groups` in force with `st`'s sampling rates and
+    /// measuring targets.
+    pub(super) fn put_current(&self, groups: Vec<Vec<usize>>, st: &State) {
+        let current = make_current(&self.steps, groups, &st.rates, st.targets(&self.preds));
+        self.set_current(Arc::new(current));
+    }
+
     pub(super) fn set_current(&self, current: Arc<Current>) {
         self.sampled_below.store(current.sampled_below, Release);
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = current;
