@@ -120,6 +120,25 @@ fn collect_products(process: &Process) -> Result<Products, ConfigError> {
     })
 }
 
+/// What the module labelled `label` puts, for an error about a product of
+/// that label it does not put (a filter or analyzer named as if it put
+/// one, or another instance); empty when no module has that label.
+fn declared_by(process: &Process, label: &str) -> String {
+    let Some(m) = process.modules.iter().find(|m| m.label == label) else {
+        return String::new();
+    };
+    let puts: Vec<String> = m
+        .produces
+        .iter()
+        .map(|i| InputTag::new(m.label.clone(), i.clone()).to_string())
+        .collect();
+    if puts.is_empty() {
+        format!(" (module '{label}' declares no products)")
+    } else {
+        format!(" (module '{label}' declares {})", puts.join(", "))
+    }
+}
+
 /// One node per module: what it consumes (every product exists), the
 /// modules it waits for, its concurrency limit and resources; fails on a
 /// dependency cycle. Returns the nodes and the names of the resources.
@@ -139,6 +158,7 @@ fn module_nodes(
                 return Err(ConfigError::MissingProduct {
                     module: m.label.clone(),
                     product: tag.to_string(),
+                    declared: declared_by(process, &tag.label),
                 });
             };
             consumes.push(p);

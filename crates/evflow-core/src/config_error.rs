@@ -12,8 +12,14 @@ pub enum ConfigError {
     DuplicateLabel(String),
     #[error("module label '{0}' is invalid: {1}")]
     InvalidLabel(String, String),
-    #[error("module '{module}' consumes '{product}', which no module produces")]
-    MissingProduct { module: String, product: String },
+    /// `declared`: what the module of the product's label puts, when there
+    /// is such a module (" (module 'f' declares no products)"), else empty.
+    #[error("module '{module}' consumes '{product}', which no module produces{declared}")]
+    MissingProduct {
+        module: String,
+        product: String,
+        declared: String,
+    },
     #[error("module '{module}' declares product instance '{instance}' twice")]
     DuplicateProduct { module: String, instance: String },
     /// Modules that need each other's products, in running order: each

@@ -628,11 +628,22 @@ fn configuration_errors_are_reported_before_anything_runs() {
     );
     rejected(
         "missing product",
-        &["reader", "nobody:x"],
+        &["reader", "nobody:x", "(module 'nobody' declares nobody)"],
         |e| matches!(e, E::MissingProduct { .. }),
         |log, p| {
             p.add(Probe::new(log, "nobody").puts(&[""]).producer());
             p.add(Probe::new(log, "reader").reads(&["nobody:x"]).analyzer());
+            p.end_path("e", ["reader"]);
+        },
+    );
+    rejected(
+        "product of a filter that puts none",
+        &["reader", "'cut'", "(module 'cut' declares no products)"],
+        |e| matches!(e, E::MissingProduct { .. }),
+        |log, p| {
+            p.add(Probe::new(log, "cut").filter());
+            p.add(Probe::new(log, "reader").reads(&["cut"]).analyzer());
+            p.path("p", ["cut"]);
             p.end_path("e", ["reader"]);
         },
     );
