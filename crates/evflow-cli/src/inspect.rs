@@ -2,6 +2,7 @@
 //! time report, the cut-flow, the longest stalls and, from a trace, how many
 //! modules ran at once during one event.
 
+mod figures;
 mod python;
 
 use std::collections::HashMap;
@@ -97,6 +98,7 @@ pub fn report(args: &ReportArgs) -> Result<(), String> {
                 args.file.display()
             ));
         }
+        figures::check(&doc).map_err(|e| format!("{}: {e}", args.file.display()))?;
         report_report(&doc, args.top);
         python::print_skipped_files(&doc, args.top);
         match devices {
