@@ -444,31 +444,33 @@ impl SplitController {
     /// (adaptive with [`Self::with_slots`]: host only while a quarter of the
     /// slots wait for the device's first launch).
     pub fn route(&mut self) -> Side {
-        if self.mode == SplitMode::Adaptive
+        let side = if self.mode == SplitMode::Adaptive
             && self.device_landed == 0
             && self
                 .slots
                 .is_some_and(|n| self.device_routed >= (n as u64 / 4).max(1))
         {
-            self.window.routed_host += 1;
-            return Side::Host;
-        }
-        if self.burst > 0 {
+            Side::Host
+        } else if self.burst > 0 {
             self.burst -= 1;
-            self.window.routed_device += 1;
-            self.device_routed += 1;
-            return Side::Device;
-        }
-        self.credit += self.fraction;
-        if self.credit >= 1.0 - 1e-12 {
-            self.credit -= 1.0;
-            self.window.routed_device += 1;
-            self.device_routed += 1;
             Side::Device
         } else {
-            self.window.routed_host += 1;
-            Side::Host
+            self.credit += self.fraction;
+            if self.credit >= 1.0 - 1e-12 {
+                self.credit -= 1.0;
+                Side::Device
+            } else {
+                Side::Host
+            }
+        };
+        match side {
+            Side::Device => {
+                self.window.routed_device += 1;
+                self.device_routed += 1;
+            }
+            Side::Host => self.window.routed_host += 1,
         }
+        side
     }
 
     /// One host call took `seconds`.
@@ -719,6 +721,58 @@ impl SplitController {
         self.fraction = fraction;
     }
 
+    /// The end the opening tries after its first challenger (`wins` or
+    /// `lost` beyond the noise, toward the device or not, the device's
+    /// rate `grew`; `best` the best throughput measured), if any.
+    fn opening_end(
+        &self,
+        wins: bool,
+        lost: bool,
+        grew: bool,
+        toward_device: bool,
+        best: f64,
+    ) -> Option<f64> {
+        // The launches' line, where it is known, says what the device end
+        // can give: far above the best rate measured, the end is tried;
+        // below it, launches that are mostly fixed cost at their present
+        // size are no reason to try it (its trial would hold every event
+        // slot while its backlog drains: 160 ms of a 0.5 s job on the
+        // emulated host-wins regime, whose 2 ms launches are mostly fixed
+        // cost at one event but not at 64). Measured signs (a rate that
+        // grew, a loss beyond the noise) still count: small launches'
+        // line can understate full ones (a GPU's copies cost more per
+        // byte in small launches).
+        let best = best.max(self.host_rate.unwrap_or(0.0));
+        let line_rate = self.device_end_rate();
+        if line_rate.is_some_and(|r| r > DEVICE_END_MARGIN * best) {
+            return Some(1.0);
+        }
+        let cannot = line_rate.is_some_and(|r| r < best);
+        let fixed_cost = self.small_launches() && !cannot;
+        match (wins, toward_device) {
+            (true, false) => Some(0.0),
+            (true, true) => (grew || fixed_cost).then_some(1.0),
+            // A move toward a device whose launches are mostly fixed
+            // cost says little when it does not win: its launches were
+            // small at the start's share and stay so at the move's
+            // (measured on an H200: the n-body's first move, 10 → 13 %,
+            // did not win, the host end was tried and the device end,
+            // 6× the host, was reached at 0.24 s instead of 0.1 s). The
+            // device end, where launches are full, is the one to try.
+            (false, true) => Some(if fixed_cost { 1.0 } else { 0.0 }),
+            // A move toward the host that did not win: the device end
+            // is worth a trial only where the device's measured rate
+            // understates it (launches mostly fixed cost, larger at a
+            // larger share) or the move lost beyond the noise. Otherwise the
+            // host side is no worse, and a trial of the device end
+            // costs its whole window at the device's rate (measured on
+            // an H200: the stencil's device end, 4× slower than the
+            // host's, was tried for 20 ms of a 0.43 s job after a
+            // move 10 → 2 % that was within the noise).
+            (false, false) => (fixed_cost || lost).then_some(1.0),
+        }
+    }
+
     /// Ends the trial: keep the challenger (`rate`) or return to the kept
     /// split (`kept`).
     fn conclude(&mut self, now: f64, rate: f64, kept: f64) {
@@ -754,48 +808,8 @@ impl SplitController {
         let moved = trial.fraction - self.incumbent;
         let grew = self.device_rate.unwrap_or(0.0) > 1.2 * trial.device_rate;
         // The opening: the end the first challenger points to is tried next.
-        // The launches' line, where it is known, says what the device end
-        // can give: far above the best rate measured, the end is tried;
-        // below it, launches that are mostly fixed cost at their present
-        // size are no reason to try it (its trial would hold every event
-        // slot while its backlog drains: 160 ms of a 0.5 s job on the
-        // emulated host-wins regime, whose 2 ms launches are mostly fixed
-        // cost at one event but not at 64). Measured signs (a rate that
-        // grew, a loss beyond the noise) still count: small launches'
-        // line can understate full ones (a GPU's copies cost more per
-        // byte in small launches).
-        let best = rate.max(kept).max(self.host_rate.unwrap_or(0.0));
-        let line_rate = self.device_end_rate();
-        let pays = line_rate.is_some_and(|r| r > DEVICE_END_MARGIN * best);
-        let cannot = line_rate.is_some_and(|r| r < best);
-        let fixed_cost = self.small_launches() && !cannot;
         let end = if std::mem::take(&mut self.opening) {
-            if pays {
-                Some(1.0)
-            } else {
-                match (wins, moved > 0.0) {
-                    (true, false) => Some(0.0),
-                    (true, true) => (grew || fixed_cost).then_some(1.0),
-                    // A move toward a device whose launches are mostly fixed
-                    // cost says little when it does not win: its launches were
-                    // small at the start's share and stay so at the move's
-                    // (measured on an H200: the n-body's first move, 10 → 13 %,
-                    // did not win, the host end was tried and the device end,
-                    // 6× the host, was reached at 0.24 s instead of 0.1 s). The
-                    // device end, where launches are full, is the one to try.
-                    (false, true) => Some(if fixed_cost { 1.0 } else { 0.0 }),
-                    // A move toward the host that did not win: the device end
-                    // is worth a trial only where the device's measured rate
-                    // understates it (launches mostly fixed cost, larger at a
-                    // larger share) or the move lost beyond the noise. Otherwise the
-                    // host side is no worse, and a trial of the device end
-                    // costs its whole window at the device's rate (measured on
-                    // an H200: the stencil's device end, 4× slower than the
-                    // host's, was tried for 20 ms of a 0.43 s job after a
-                    // move 10 → 2 % that was within the noise).
-                    (false, false) => (fixed_cost || lost).then_some(1.0),
-                }
-            }
+            self.opening_end(wins, lost, grew, moved > 0.0, rate.max(kept))
         } else {
             None
         };

@@ -127,9 +127,10 @@ fn unquote(field: &str) -> Result<std::borrow::Cow<'_, str>, String> {
 /// (often an overflow, `1e999`, or a stand-in for a missing value) passes
 /// every bound, so a cut would decide on them in silence.
 fn cell(field: &str) -> Result<f64, String> {
+    if let Some(v) = boolean(field) {
+        return Ok(v);
+    }
     match field {
-        "true" | "True" | "TRUE" => Ok(1.0),
-        "false" | "False" | "FALSE" => Ok(0.0),
         "" => Err("empty (a missing value has no number to cut on)".into()),
         _ => match field.parse::<f64>() {
             Ok(v) if v.is_finite() => Ok(v),
@@ -138,6 +139,15 @@ fn cell(field: &str) -> Result<f64, String> {
             )),
             Err(_) => Err(format!("'{field}' is not a number")),
         },
+    }
+}
+
+/// `true`/`false` as a cell or a cut's number reads them: 1/0.
+fn boolean(text: &str) -> Option<f64> {
+    match text {
+        "true" | "True" | "TRUE" => Some(1.0),
+        "false" | "False" | "FALSE" => Some(0.0),
+        _ => None,
     }
 }
 
@@ -202,12 +212,9 @@ impl Cut {
         // NaN parses, but compares false with everything: the cut would
         // reject every event (`!=`: pass every one) without a word.
         // `true`/`false` read as 1/0, as in the table's cells.
-        let value = match number {
-            "true" | "True" | "TRUE" => Some(1.0),
-            "false" | "False" | "FALSE" => Some(0.0),
-            _ => number.parse::<f64>().ok().filter(|v| !v.is_nan()),
-        }
-        .ok_or_else(|| format!("'{number}' is not a number"))?;
+        let value = boolean(number)
+            .or_else(|| number.parse::<f64>().ok().filter(|v| !v.is_nan()))
+            .ok_or_else(|| format!("'{number}' is not a number"))?;
         Ok(Self { column, op, value })
     }
 
