@@ -257,6 +257,9 @@ pub(crate) fn run_on<Q: Queues>(
         tally.now.set(now);
         accumulate(&mut profile, machine.modules_running, now - last);
         last = now;
+        if machine.range_done(core, now, &mut module_busy_s) {
+            continue;
+        }
         let (task, started) = machine.running[core]
             .take()
             .expect("a finishing core runs a task");

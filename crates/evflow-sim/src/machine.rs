@@ -28,20 +28,21 @@ pub(crate) struct Costs<'a> {
 }
 
 impl Costs<'_> {
-    /// Duration of a task that starts now; `idle` counts the other idle
-    /// cores (asked only for a module whose call is a parallel-for: its
-    /// ranges run on its core and on the cores idle when it starts).
-    fn duration(&self, task: &Task, idle: impl FnOnce() -> usize) -> f64 {
+    /// Duration of a task that starts now; for a parallel-for call (more
+    /// than one range) the range to run instead: its seconds of work split
+    /// in ranges, and the framework's overhead.
+    fn duration(&self, task: &Task) -> Duration {
+        let whole = |seconds| Duration::Whole(seconds);
         match *task {
-            Task::Read { .. } => self.options.read_s,
+            Task::Read { .. } => whole(self.options.read_s),
             Task::Module {
                 phase: Phase::Acquire,
                 ..
-            } => self.options.overhead_s,
+            } => whole(self.options.overhead_s),
             Task::Module { slot, module, .. }
                 if self.device.is_some_and(|d| d.on_device(slot, module)) =>
             {
-                self.options.overhead_s
+                whole(self.options.overhead_s)
             }
             Task::Module { slot, module, .. } => {
                 let index = self.slot_index[slot];
@@ -53,20 +54,97 @@ impl Costs<'_> {
                     seconds = 0.0;
                 }
                 let ranges = self.ranges.get(module).copied().unwrap_or(1);
-                let call = if ranges > 1 {
-                    // Equal ranges, taken in rounds by this core and the
-                    // idle ones: the call lasts its number of rounds.
-                    let ranges = effective_ranges(seconds, ranges);
-                    let cores = u32::try_from(idle().saturating_add(1)).unwrap_or(u32::MAX);
-                    let rounds = ranges.div_ceil(cores.clamp(1, ranges));
-                    seconds / f64::from(ranges) * f64::from(rounds)
+                let ranges = if ranges > 1 {
+                    effective_ranges(seconds, ranges)
                 } else {
-                    seconds
+                    1
                 };
-                call + self.options.overhead_s
+                if ranges > 1 {
+                    Duration::Ranged {
+                        module,
+                        seconds,
+                        ranges,
+                        overhead_s: self.options.overhead_s,
+                    }
+                } else {
+                    whole(seconds + self.options.overhead_s)
+                }
             }
-            Task::Transitions(_) | Task::Finished => 0.0,
+            Task::Transitions(_) | Task::Finished => whole(0.0),
         }
+    }
+}
+
+/// How long a task keeps its core.
+enum Duration {
+    Whole(f64),
+    /// A parallel-for call: `seconds` of work in equal `ranges`, taken one
+    /// by one by its core and by cores that find no task ([`RangedCalls`]).
+    Ranged {
+        module: usize,
+        seconds: f64,
+        ranges: u32,
+        overhead_s: f64,
+    },
+}
+
+/// The parallel-for calls in progress. A call's core takes its ranges one
+/// by one; a core that finds no task takes the oldest call's next range
+/// and is idle again after it, as an idle thread steals a range in TBB
+/// (so a core freed during a call helps it, and a helper never keeps a
+/// task waiting for more than a range). The call ends, on its core, when
+/// every range is done.
+#[derive(Default)]
+struct RangedCalls {
+    calls: Vec<Option<RangedCall>>,
+    /// Calls with ranges not yet taken, oldest first.
+    open: VecDeque<usize>,
+    /// Per core: the call whose range it runs, and whether it is the
+    /// call's own core.
+    range_of: Vec<Option<(usize, bool)>>,
+}
+
+struct RangedCall {
+    module: usize,
+    /// The call's own core.
+    core: usize,
+    started: f64,
+    range_s: f64,
+    /// Ranges not yet taken.
+    untaken: u32,
+    /// Ranges running now.
+    running: u32,
+}
+
+impl RangedCalls {
+    /// Starts a call on `core`: its id.
+    fn start(&mut self, core: usize, call: RangedCall) -> usize {
+        let id = match self.calls.iter().position(Option::is_none) {
+            Some(free) => free,
+            None => {
+                self.calls.push(None);
+                self.calls.len() - 1
+            }
+        };
+        if call.untaken > 0 {
+            self.open.push_back(id);
+        }
+        self.calls[id] = Some(call);
+        self.range_of[core] = Some((id, true));
+        id
+    }
+
+    /// Takes the next range of call `id` on `core` (its own or a helper):
+    /// the range's seconds.
+    fn take(&mut self, id: usize, core: usize, own: bool) -> f64 {
+        let call = self.calls[id].as_mut().expect("a call in progress");
+        call.untaken -= 1;
+        call.running += 1;
+        if call.untaken == 0 {
+            self.open.retain(|&open| open != id);
+        }
+        self.range_of[core] = Some((id, own));
+        call.range_s
     }
 }
 
@@ -76,6 +154,7 @@ impl Costs<'_> {
 pub(crate) struct Machine<Q> {
     pub heap: BinaryHeap<Reverse<(Time, u64, usize)>>,
     pub running: Vec<Option<(Task, f64)>>,
+    ranged: RangedCalls,
     pub queues: Q,
     pub injector: VecDeque<Task>,
     sequence: u64,
@@ -92,6 +171,10 @@ impl<Q: Queues> Machine<Q> {
         Self {
             heap: BinaryHeap::new(),
             running: vec![None; cores],
+            ranged: RangedCalls {
+                range_of: vec![None; cores],
+                ..RangedCalls::default()
+            },
             queues: Q::new(cores),
             injector: VecDeque::new(),
             sequence: 0,
@@ -123,23 +206,97 @@ impl<Q: Queues> Machine<Q> {
             self.queues.push_tasks(core, tasks);
             task = next;
         }
-        let running = &self.running;
-        let duration = costs.duration(&task, || {
-            running
-                .iter()
-                .filter(|r| r.is_none())
-                .count()
-                .saturating_sub(1)
-        });
-        if let Task::Module { module, .. } = task {
+        // The first stretch on this core, and the CPU seconds of the task.
+        let (duration, cpu_s) = match costs.duration(&task) {
+            Duration::Whole(seconds) => {
+                if let Task::Module { module, .. } = task {
+                    module_busy_s[module] += seconds;
+                }
+                (seconds, seconds)
+            }
+            Duration::Ranged {
+                module,
+                seconds,
+                ranges,
+                overhead_s,
+            } => {
+                // The overhead is the call's core's, before its first
+                // range; the call's running time is counted when it ends.
+                let id = self.ranged.start(
+                    core,
+                    RangedCall {
+                        module,
+                        core,
+                        started: now,
+                        range_s: seconds / f64::from(ranges),
+                        untaken: ranges,
+                        running: 0,
+                    },
+                );
+                let range_s = self.ranged.take(id, core, true);
+                (overhead_s + range_s, seconds + overhead_s)
+            }
+        };
+        if let Task::Module { .. } = task {
             self.modules_running += 1;
-            module_busy_s[module] += duration;
-            self.busy_s += duration;
+            self.busy_s += cpu_s;
         }
         self.heap
             .push(Reverse((Time(now + duration), self.sequence, core)));
         self.sequence += 1;
         self.running[core] = Some((task, now));
+    }
+
+    /// A range ended on `core` at `now`. False: no range ran there, the
+    /// core's task ends. True: the core goes on with the call's next range,
+    /// waits for its helpers' ranges, or (a helper) is idle again.
+    pub fn range_done(&mut self, core: usize, now: f64, module_busy_s: &mut [f64]) -> bool {
+        let Some((id, own)) = self.ranged.range_of[core] else {
+            return false;
+        };
+        let call = self.ranged.calls[id].as_mut().expect("a call in progress");
+        call.running -= 1;
+        if own && call.untaken > 0 {
+            let range_s = self.ranged.take(id, core, true);
+            self.push_completion(core, now + range_s);
+            return true;
+        }
+        let all_done = call.untaken == 0 && call.running == 0;
+        if own && !all_done {
+            // The call's core waits for its helpers' last ranges.
+            return true;
+        }
+        if !own {
+            self.ranged.range_of[core] = None;
+            self.queues.push_idle(core);
+        }
+        if all_done {
+            let call = self.ranged.calls[id].take().expect("a call in progress");
+            module_busy_s[call.module] += now - call.started;
+            let caller = call.core;
+            self.ranged.range_of[caller] = None;
+            if !own {
+                // The call's core was waiting: its task ends now.
+                self.push_completion(caller, now);
+            }
+            return !own;
+        }
+        true
+    }
+
+    fn push_completion(&mut self, core: usize, at: f64) {
+        self.heap.push(Reverse((Time(at), self.sequence, core)));
+        self.sequence += 1;
+    }
+
+    /// A core that found no task takes the oldest call's next range.
+    fn help(&mut self, core: usize, now: f64) -> bool {
+        let Some(&id) = self.ranged.open.front() else {
+            return false;
+        };
+        let range_s = self.ranged.take(id, core, false);
+        self.push_completion(core, now + range_s);
+        true
     }
 
     /// Work-stealing order of a rayon worker: its own deque newest first,
@@ -162,6 +319,7 @@ impl<Q: Queues> Machine<Q> {
         while let Some(core) = self.queues.pop_idle() {
             match self.find_work(core) {
                 Some(task) => self.start(core, task, now, costs, module_busy_s, admit),
+                None if self.help(core, now) => {}
                 None => {
                     still_idle.push(core);
                     // Nothing queued anywhere: the other idle cores find nothing either.

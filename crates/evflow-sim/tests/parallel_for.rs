@@ -57,3 +57,18 @@ fn a_serial_parallel_for_module_is_shortened_by_the_idle_cores() {
     // Never beyond the ranges: 10 ranges of 2 ms, plus the producer.
     assert!(eight < 1.0 / 0.002 + 1.0, "{eight}");
 }
+
+#[test]
+fn a_parallel_for_call_holds_the_cores_that_take_its_ranges() {
+    // Two cores and 22 ms of work per event (the 2 ms producer and the
+    // 20 ms filter in ten ranges): at most 2 / 22 ms = 90.9 events/s. A
+    // core taking the filter's ranges runs no producer meanwhile.
+    let bound = 2.0 / 0.022;
+    let two = throughput(10, 2);
+    assert!(
+        two <= bound * 1.001,
+        "{two} events/s beyond the {bound} that 2 cores can do"
+    );
+    // The ranges still use the idle core: beyond the one-range 50 events/s.
+    assert!(two > 1.5 * 50.0, "{two}");
+}
