@@ -13,11 +13,10 @@ import time
 import uuid
 import warnings
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from .._bad_files import unreadable_data, without_files
 from .._dist_support import new_directories, pickled, remove_created
 from .._skim_checks import check_skims
 from .._skim_types import schema_of
@@ -27,6 +26,7 @@ from ..remote import RemoteNotice
 from ..remote._distributed import merge_remote, shared_cluster_remotes
 from ..remote._distributed import notice as remote_notice
 from ._stop import Interrupts, chunk_error, task_exception, task_failure
+from .bad_files import FileFeed, FileMerger
 from .chunks import (
     Chunk,
     ChunkFeed,
@@ -240,7 +240,6 @@ def run(
     skip_bad_files: bool = False,
     factory: Callable[[], Process] | None = None,
     dashboard: bool | None = None,
-    left_out: Sequence[dict[str, Any]] = (),
 ) -> Result:
     """Runs an analysis on a Dask cluster; see :mod:`evflow.distributed`.
 
@@ -249,9 +248,7 @@ def run(
     rebuilds the analysis on the workers instead of pickling ``target``
     (e.g. by loading the analysis file there); the source is always the
     client's ``target``'s. ``dashboard``: print the Dask dashboard's
-    address on stderr when the job starts (default: with ``progress=True``).
-    ``left_out``: files whose data could not be read before (see
-    :func:`evflow._bad_files.leaving_out_unreadable`)."""
+    address on stderr when the job starts (default: with ``progress=True``)."""
     from .._job import _Plan
     from .._modules import check_counts, check_flag, check_progress
     from ..cutflow import build
@@ -279,7 +276,7 @@ def run(
     plan = _Plan(proc)  # checks the description before anything is submitted
     check_skims(proc)  # before any skim directory is prepared: a refusal deletes nothing
     assert proc.source is not None
-    source = without_files(_absolute(proc.source), [f["file"] for f in left_out])
+    source = _absolute(proc.source)
     kind = source_kind(source)
     templates = {name: t for name, (_s, t) in plan.hists.items()}
 
@@ -363,7 +360,11 @@ def run(
             # finish_skim: a chunk of an interrupted run cannot leave a part.
             "stage": str(10**15 + int(job, 16)),
         }
-        merger = Merger(list(templates), [out.path for out, _sel in proc.outputs])
+        merger = (FileMerger if skip_bad_files else Merger)(
+            list(templates), [out.path for out, _sel in proc.outputs]
+        )
+        if isinstance(merger, FileMerger):  # a file whose data fail to be read: left out as the job goes on
+            feed = FileFeed(feed, merger)  # type: ignore[assignment]
         show: Callable[[int, int], None] | None = None
         bar: _Progress | None = None
         if progress is True:
@@ -450,16 +451,19 @@ def run(
                             if failure is not None:
                                 if on_error != "skip-chunk" and lost:
                                     raise failure from r
-                                if on_error != "skip-chunk" or (skip_bad_files and unreadable_data(failure)):
-                                    raise failure  # its __cause__: the module's own exception (a file's: run again)
-                                skipped_chunks.append(
-                                    {
-                                        "chunk": ch.index,
-                                        "entries": [[p.file, p.start, p.stop] for p in ch.pieces],
-                                        "error": str(failure),
-                                    }
-                                )
-                                merger.add(ch, None)
+                                if isinstance(merger, FileMerger) and merger.leave_out(ch, failure):
+                                    pass  # its file is left out: its chunks are taken back
+                                elif on_error != "skip-chunk":
+                                    raise failure  # its __cause__: the module's own exception
+                                else:
+                                    skipped_chunks.append(
+                                        {
+                                            "chunk": ch.index,
+                                            "entries": [[p.file, p.start, p.stop] for p in ch.pieces],
+                                            "error": str(failure),
+                                        }
+                                    )
+                                    merger.add(ch, None)
                             else:
                                 notice = (r["report"].get("devices") or {}).get("notice")
                                 if notice and not noticed:  # each worker says it; the client says it once
@@ -561,9 +565,10 @@ def run(
             "timing": timing,
         },
     )
-    if skipped_files:
-        # Where one process lists them, so that the report reads alike.
-        report["skipped_files"] = list(skipped_files)
+    # Those that did not open, then those whose data could not be read.
+    left_out = [*skipped_files, *getattr(merger, "left_out", [])]
+    if left_out:  # where one process lists them, so that the report reads alike
+        report["skipped_files"] = left_out
     cutflow = build(
         [(p.name, [f.label for f in p.filters], p.reorderable) for p in proc.paths.values()],
         merger.records,
@@ -584,7 +589,7 @@ def run(
         failed_batches=list(merger.failed),
         events=merger.events,
         wall_s=wall,
-        skipped_files=[s["file"] for s in skipped_files],
+        skipped_files=[s["file"] for s in left_out],
         skipped_chunks=skipped_chunks,
     )
     if stop.requested:

@@ -1,0 +1,133 @@
+"""``skip_bad_files=True`` on a cluster without a second pass: a file
+whose data fail to be read (a corrupt basket or row group) is left out as
+the job goes on.
+
+Chunks then hold the batches of one file each (:class:`FileFeed` cuts the
+chunks the feed plans at file boundaries; the batches, and so the results,
+are the same). A chunk that fails on its file's data marks the file bad:
+its chunks not handed out yet are never run, and :class:`FileMerger` takes
+back what its chunks merged before. The merger adds chunks in chunk order,
+so it reaches the failed chunk after every earlier chunk of the file and
+before any chunk of a later file: it keeps the merged state as it was
+before each file (histogram totals copied once per file, the lengths of the
+per-batch lists) and puts it back, so the sums of the other files are done
+exactly as in a run without the file. The file's skim parts are not listed
+in the manifest and are removed with the skim's other strays.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections import deque
+from typing import Any
+
+from .._file_gate import unreadable_data
+from .chunks import Chunk, ChunkFeed
+from .merge import Merger
+
+__all__ = ["FileFeed", "FileMerger"]
+
+#: a chunk result: the chunk failed on its file's data
+_BAD = {"bad file": True}
+
+
+def _file(chunk: Chunk) -> str:
+    return os.path.abspath(chunk.steps[0][0])
+
+
+class FileFeed:
+    """The chunks of ``feed`` cut at file boundaries and numbered anew; no
+    chunk of a file marked bad (:meth:`FileMerger.leave_out`) is handed out."""
+
+    def __init__(self, feed: ChunkFeed, merger: FileMerger) -> None:
+        self._feed = feed
+        self._merger = merger
+        self._cut: deque[Chunk] = deque()
+        self._count = 0
+
+    def next(self) -> Chunk | None:
+        while True:
+            while not self._cut:
+                ch = self._feed.next()
+                if ch is None:
+                    return None
+                start = 0
+                for k in range(1, len(ch.steps) + 1):
+                    if k == len(ch.steps) or ch.steps[k][0] != ch.steps[start][0]:
+                        steps = ch.steps[start:k]
+                        self._cut.append(Chunk(0, steps, ch.kind, first_batch=ch.first_batch + start))
+                        start = k
+            ch = self._cut.popleft()
+            if _file(ch) in self._merger.bad_files:
+                continue
+            out = Chunk(self._count, ch.steps, ch.kind, first_batch=ch.first_batch)
+            self._count += 1
+            return out
+
+    def __getattr__(self, name: str) -> Any:
+        # Sizing and progress: the feed's own.
+        return getattr(self._feed, name)
+
+
+class FileMerger(Merger):
+    """A :class:`Merger` of one-file chunks that can take back a file."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.bad_files: set[str] = set()
+        #: the files left out, each with the entries that failed and the error
+        self.left_out: list[dict[str, Any]] = []
+        self._file: str | None = None
+        self._kept: dict[str, Any] | None = None
+
+    def leave_out(self, chunk: Chunk, failure: BaseException) -> bool:
+        """Whether ``failure`` of ``chunk`` is its file's data that cannot be
+        read: then the file is left out (its merged chunks taken back when
+        the merge reaches this one)."""
+        where = unreadable_data(failure)
+        if where is None or os.path.abspath(str(where.get("file"))) != _file(chunk):
+            return False
+        if _file(chunk) not in self.bad_files:
+            self.bad_files.add(_file(chunk))
+            self.left_out.append({**where, "error": str(failure)})
+        self.add(chunk, _BAD)
+        return True
+
+    def add(self, chunk: Chunk, result: dict[str, Any] | None) -> None:
+        self.pending[chunk.index] = (chunk, result)
+        while self.next in self.pending:
+            ch, r = self.pending.pop(self.next)
+            self.next += 1
+            file = _file(ch)
+            if file != self._file:
+                # A new file: the state before it (the file before is settled).
+                self._file = file
+                self._kept = None if file in self.bad_files else self._keep()
+            if r is _BAD:
+                if self._kept is not None:
+                    self._put_back(self._kept)
+                    self._kept = None
+            elif r is not None and file not in self.bad_files:
+                self._merge(ch, r)
+
+    _LISTS = ("records", "batches", "finals", "failed", "reports", "summaries")
+
+    def _keep(self) -> dict[str, Any]:
+        kept: dict[str, Any] = {k: len(getattr(self, k)) for k in self._LISTS}
+        kept["totals"] = {n: (h.copy() if h is not None else None) for n, h in self.totals.items()}
+        kept["skims"] = [len(s) for s in self.skims]
+        kept["events"] = self.events
+        for k in ("skim_schemas", "typed_by", "empty_schemas"):
+            kept[k] = copy.deepcopy(getattr(self, k))
+        return kept
+
+    def _put_back(self, kept: dict[str, Any]) -> None:
+        for k in self._LISTS:
+            del getattr(self, k)[kept[k] :]
+        self.totals = kept["totals"]
+        for s, n in zip(self.skims, kept["skims"], strict=True):
+            del s[n:]
+        self.events = kept["events"]
+        for k in ("skim_schemas", "typed_by", "empty_schemas"):
+            setattr(self, k, kept[k])
