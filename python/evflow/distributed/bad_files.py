@@ -26,10 +26,19 @@ from .._file_gate import unreadable_data
 from .chunks import Chunk, ChunkFeed
 from .merge import Merger
 
-__all__ = ["FileFeed", "FileMerger"]
+__all__ = ["FileFeed", "FileMerger", "as_given"]
 
 #: a chunk result: the chunk failed on its file's data
 _BAD = {"bad file": True}
+
+
+def as_given(entries: list[dict[str, Any]], given: Any, absolute: Any) -> list[dict[str, Any]]:
+    """``entries`` (files left out, each a dict with its ``file``) naming
+    each file as the source ``given`` lists it, not by the absolute path
+    (``absolute``: the same source, as the workers were given it), as one
+    process names it."""
+    names = dict(zip(getattr(absolute, "files", []), getattr(given, "files", []), strict=True))
+    return [{**e, "file": names.get(e["file"], e["file"])} for e in entries]
 
 
 def _file(chunk: Chunk) -> str:

@@ -26,7 +26,7 @@ from ..remote import RemoteNotice
 from ..remote._distributed import merge_remote, shared_cluster_remotes
 from ..remote._distributed import notice as remote_notice
 from ._stop import Interrupts, chunk_error, task_exception, task_failure
-from .bad_files import FileFeed, FileMerger
+from .bad_files import FileFeed, FileMerger, as_given
 from .chunks import (
     Chunk,
     ChunkFeed,
@@ -566,7 +566,7 @@ def run(
         },
     )
     # Those that did not open, then those whose data could not be read.
-    left_out = [*skipped_files, *getattr(merger, "left_out", [])]
+    left_out = as_given([*skipped_files, *getattr(merger, "left_out", [])], proc.source, source)
     if left_out:  # where one process lists them, so that the report reads alike
         report["skipped_files"] = left_out
     cutflow = build(
