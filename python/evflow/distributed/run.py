@@ -464,6 +464,7 @@ def run(
                                         }
                                     )
                                     merger.add(ch, None)
+                                    done_events += ch.events  # handled: as one process counts a batch skipped
                             else:
                                 notice = (r["report"].get("devices") or {}).get("notice")
                                 if notice and not noticed:  # each worker says it; the client says it once
