@@ -18,6 +18,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .._dist_support import new_directories, pickled, remove_created
+from .._progress import ChunkProgress
 from .._skim_checks import check_skims
 from .._skim_types import schema_of
 from ..errors import Aborted, ConfigurationError, EvflowError, Interrupted, with_product_hint
@@ -168,27 +169,6 @@ def _slots(client: Any) -> int | None:
         return max(1, sum(client.nthreads().values()))
     except Exception:
         return None
-
-
-class _Progress:
-    """One progress line over the whole job: events and chunks done, rate."""
-
-    def __init__(self, events: int) -> None:
-        self.events = events
-        self.t0 = time.perf_counter()
-
-    def __call__(self, chunks: int, events: int) -> None:
-        rate = events / max(time.perf_counter() - self.t0, 1e-9)
-        frac = events / self.events if self.events else 1.0
-        bar = "#" * int(30 * frac)
-        sys.stderr.write(
-            f"\r[{bar:<30}] {frac:6.1%}  {events}/{self.events} events  {chunks} chunks  {rate:,.0f} ev/s"
-        )
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        sys.stderr.write("\n")
-        sys.stderr.flush()
 
 
 def _absolute(source: Any) -> Any:
@@ -366,9 +346,9 @@ def run(
         if isinstance(merger, FileMerger):  # a file whose data fail to be read: left out as the job goes on
             feed = FileFeed(feed, merger)  # type: ignore[assignment]
         show: Callable[[int, int], None] | None = None
-        bar: _Progress | None = None
+        bar: ChunkProgress | None = None
         if progress is True:
-            bar = _Progress(feed.total_events)
+            bar = ChunkProgress(feed.total_events)
             show = bar
         elif callable(progress):
             show = progress
