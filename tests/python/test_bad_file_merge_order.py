@@ -80,7 +80,7 @@ def test_a_file_is_taken_back_whatever_order_its_chunks_finish_in() -> None:
         merger = FileMerger(["h"], 1)
         for i in order:
             if i == 3:
-                assert merger.leave_out(chunks[i], _failure("b"))
+                assert merger.leave_out(chunks[i], _failure("b")) == []  # nothing to run again
             else:
                 merger.add(chunks[i], results[i])
         got = merger.totals["h"]
@@ -97,8 +97,8 @@ def test_a_file_is_taken_back_whatever_order_its_chunks_finish_in() -> None:
 def test_a_failure_of_another_kind_or_file_is_not_a_bad_file() -> None:
     chunk = _chunks("a")[0]
     merger = FileMerger(["h"], 0)
-    assert not merger.leave_out(chunk, JobError("module 'm' failed", kind="module"))
-    assert not merger.leave_out(chunk, _failure("elsewhere"))
+    assert merger.leave_out(chunk, JobError("module 'm' failed", kind="module")) is None
+    assert merger.leave_out(chunk, _failure("elsewhere")) is None
     assert merger.bad_files == set() and merger.pending == {}
 
 
@@ -114,7 +114,7 @@ def test_chunks_are_cut_at_file_boundaries_and_a_bad_file_is_not_handed_out() ->
         (0, 0, ["a", "a", "a"]),
         (1, 3, ["b"]),
     ]
-    assert merger.leave_out(first[1], _failure("b")) if first[1] else False
+    assert first[1] is not None and merger.leave_out(first[1], _failure("b")) == []
     rest = list(iter(cut.next, None))
     # b's other batches are never handed out; the numbering goes on.
     assert [(c.index, c.first_batch, [s[0] for s in c.steps]) for c in rest] == [
@@ -122,3 +122,28 @@ def test_chunks_are_cut_at_file_boundaries_and_a_bad_file_is_not_handed_out() ->
         (3, 8, ["c"]),
     ]
     assert cut.total_events == 90  # the feed's own figures
+
+
+def test_whole_small_files_stay_in_one_chunk_and_a_bad_one_runs_again_without_it() -> None:
+    """Files a-e of one batch each, planned as chunks a b c | d e: the
+    chunks stay as planned (no chunk per file); b failing in the first
+    gives that chunk to run again, in its place, without b."""
+    steps = [(f, 0, 10) for f in "abcde"]
+    plan = [Chunk(0, tuple(steps[:3]), "root", 0), Chunk(1, tuple(steps[3:]), "root", 3)]
+    merger = FileMerger(["h"], 1)
+    cut = FileFeed(ChunkFeed(steps, "root", fixed=plan), merger)
+    first = cut.next()
+    assert first is not None and [s[0] for s in first.steps] == ["a", "b", "c"]
+    (again,) = merger.leave_out(first, _failure("b")) or [None]
+    assert again is not None and (again.index, again.first_batch) == (0, 0)
+    assert [s[0] for s in again.steps] == ["a", "c"]
+    assert merger.pending == {}  # nothing merged for it yet: its replacement comes in its place
+    second = cut.next()
+    assert second is not None and (second.index, [s[0] for s in second.steps]) == (1, ["d", "e"])
+    assert cut.next() is None
+    # A second bad file in the chunk run again: run again without both.
+    (third,) = merger.leave_out(again, _failure("c")) or [None]
+    assert third is not None and [s[0] for s in third.steps] == ["a"]
+    merger.add(third, _chunk_result(0, third))
+    merger.add(second, _chunk_result(1, second))
+    assert merger.events == 30 and [s["chunk"] for s in merger.summaries] == [0, 1]

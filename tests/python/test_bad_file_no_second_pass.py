@@ -30,21 +30,21 @@ BINS, RANGE = 20, (-3.0, 3.0)
 NAMES = "abcd"  # b: its entries 3000-3999 cannot be read
 
 
-def _values(seed: int) -> dict[str, Any]:
+def _values(seed: int, events: int = EVENTS) -> dict[str, Any]:
     rng = np.random.default_rng(100 + seed)
-    counts = rng.integers(0, 4, size=EVENTS)
+    counts = rng.integers(0, 4, size=events)
     return {
-        "x": rng.normal(size=EVENTS),
-        "w": rng.uniform(0.5, 1.5, size=EVENTS),
+        "x": rng.normal(size=events),
+        "w": rng.uniform(0.5, 1.5, size=events),
         "pt": ak.unflatten(rng.exponential(20.0, size=int(counts.sum())), counts),
     }
 
 
-def _write(path: Path, seed: int) -> None:
-    cols = _values(seed)
+def _write(path: Path, seed: int, events: int = EVENTS) -> None:
+    cols = _values(seed, events)
     with uproot.recreate(path, compression=uproot.ZLIB(4)) as f:
         f.mktree("t", {"x": np.float64, "w": np.float64, "pt": "var * float64"})
-        for a in range(0, EVENTS, STEP):  # one basket per branch and cluster of STEP entries
+        for a in range(0, events, STEP):  # one basket per branch and cluster of STEP entries
             f["t"].extend({k: v[a : a + STEP] for k, v in cols.items()})
 
 
@@ -96,10 +96,10 @@ def _analysis(files: list[str], skim: str, log: Path) -> ef.Process:
     return proc
 
 
-def _reference(seeds: list[int]) -> dict[str, Any]:
+def _reference(seeds: list[int], events: int = EVENTS) -> dict[str, Any]:
     """What a run on the files ``seeds`` gives, from the values with numpy
     and awkward (independent of evflow)."""
-    cols = [_values(k) for k in seeds]
+    cols = [_values(k, events) for k in seeds]
     x = np.concatenate([c["x"] for c in cols])
     w = np.concatenate([c["w"] for c in cols])
     pt = ak.concatenate([c["pt"] for c in cols])
@@ -223,3 +223,37 @@ def test_every_file_corrupt_writes_no_skim(files: list[str], tmp_path: Path) -> 
     with pytest.raises(ef.InputError, match=r"no input file can be read: .*entries 3000-3999"):
         _analysis([files[1]], str(skim), log).run(threads=1, skip_bad_files=True)
     assert not skim.exists() and not any(n.startswith(".s.parquet") for n in os.listdir(tmp_path))
+
+
+def test_small_files_keep_their_chunks_and_a_bad_one_is_left_out(client: Any, tmp_path: Path) -> None:
+    """Six files of 2 000 events, chunks of 6 000: each chunk holds three
+    files whole, as without ``skip_bad_files`` (no chunk per file). The
+    middle file of the second chunk is corrupt: that chunk runs again
+    without it, so only the file before it in the chunk is read twice;
+    the result is that of a run without the file."""
+    small = 2 * STEP
+    paths = [tmp_path / f"s{k}.root" for k in range(6)]
+    for k, p in enumerate(paths):
+        _write(p, k, small)
+    _spoil_basket(paths[4], "x", 1)
+    files = [str(p) for p in paths]
+    log = tmp_path / "log"
+    log.mkdir()
+    skim = str(tmp_path / "skim")
+    result = _analysis(files, skim, log).run(client=client, chunk_size=3 * small, skip_bad_files=True)
+    assert result.skipped_files == [files[4]]
+    assert result.report["skipped_files"][0]["entries"] == [1000, 2000]
+    chunks = result.report["distributed"]["chunks"]
+    assert [[e[0] for e in c["entries"]] for c in chunks] == [files[:3], [files[3], files[5]]]
+    runs = _batches_run(log)
+    assert {k for k, n in runs.items() if n > 1} <= {(files[3], 0), (files[3], 1000)}, runs
+    assert all(runs[(f, a)] >= 1 for f in files[:4] + files[5:] for a in (0, 1000)), runs
+
+    ref = _reference([0, 1, 2, 3, 5], small)
+    assert result.events == 5 * small
+    assert np.array_equal(result.histograms["x_all"].values(), ref["x_all"])
+    np.testing.assert_allclose(result.histograms["x_weighted"].values(), ref["x_weighted"], rtol=1e-12)
+    assert result.cutflow["sel"].passed == ref["passed"] == result.outputs[skim]
+    table = read_skim(skim)
+    assert np.array_equal(table.column("x").to_numpy(), ref["skim_x"])
+    assert ak.to_list(ak.from_arrow(table.column("pt"))) == ak.to_list(ref["skim_pt"])

@@ -431,8 +431,12 @@ def run(
                             if failure is not None:
                                 if on_error != "skip-chunk" and lost:
                                     raise failure from r
-                                if isinstance(merger, FileMerger) and merger.leave_out(ch, failure):
-                                    pass  # its file is left out: its chunks are taken back
+                                again = (
+                                    merger.leave_out(ch, failure) if isinstance(merger, FileMerger) else None
+                                )
+                                if again is not None:  # a file left out: the chunk's other files run again
+                                    for k in again:
+                                        submit(k, f"evflow-chunk-{job}-{k.index:05d}-{len(merger.left_out)}")
                                 elif on_error != "skip-chunk":
                                     raise failure  # its __cause__: the module's own exception
                                 else:
