@@ -118,6 +118,27 @@ def timed(files: list[str], step: int, skim: str, options: dict[str, Any], **mor
     return time.perf_counter() - t0, out
 
 
+def cost(good: list[str], args: argparse.Namespace, settings: dict[str, Any], d: Path) -> int:
+    """The good files alone, ``skip_bad_files`` on and off, alternating: on a
+    cluster, chunks are cut at the boundaries of files they hold part of."""
+    print(f"{len(good)} good files of {args.events} events, steps of {args.step}, best of {args.runs}")
+    print(f"{'setting':<22} {'skip_bad_files off':>19} {'on':>8} {'chunks off, on':>15} {'on / off':>9}")
+    for name, options in settings.items():
+        skim = str(d / ("skim.parquet" if "client" not in options else "skim"))
+        timed(good, args.step, skim, options)  # warm
+        best = {False: float("inf"), True: float("inf")}
+        chunks: dict[bool, int] = {}
+        for _ in range(args.runs):
+            for skip in (False, True):
+                t, r = timed(good, args.step, skim, options, skip_bad_files=skip)
+                best[skip] = min(best[skip], t)
+                chunks[skip] = len(r.report.get("distributed", {}).get("chunks", []))
+        shown = f"{chunks[False]}, {chunks[True]}" if chunks[False] else "-"
+        ratio = best[True] / best[False]
+        print(f"{name:<22} {best[False]:>18.2f}s {best[True]:>7.2f}s {shown:>15} {ratio:>8.2f}x")
+    return 0
+
+
 def _at_least(low: int) -> Any:
     def check(text: str) -> int:
         try:
@@ -140,6 +161,11 @@ def main() -> int:
     p.add_argument("--chunk-size", type=_at_least(1), default=100_000)
     p.add_argument("--runs", type=_at_least(1), default=2)
     p.add_argument("--data-dir", default=os.environ.get("EVFLOW_BENCH_DATA", "/tmp/evflow-bad-file"))
+    p.add_argument(
+        "--cost",
+        action="store_true",
+        help="no corrupt file: the good files with skip_bad_files on and off (what the option costs)",
+    )
     args = p.parse_args()
 
     d = Path(args.data_dir)
@@ -159,6 +185,12 @@ def main() -> int:
         "one process": {"threads": 1},
         f"{args.processes} worker processes": {"client": client, "chunk_size": args.chunk_size},
     }
+    if args.cost:
+        try:
+            return cost(good, args, settings, d)
+        finally:
+            client.close()
+            cluster.close()
     print(
         f"{args.files} files of {args.events} events (file {bad} corrupt in its last basket), "
         f"steps of {args.step}, best of {args.runs}"
