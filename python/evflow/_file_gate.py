@@ -128,7 +128,7 @@ class FileWatch:
 
     def _ended(self) -> None:
         """The reader handed out its last batch: the file read last is good.
-        Every file left out is an :class:`NoFileLeft`, naming them."""
+        With every file left out, a :class:`NoFileLeft` names them."""
         with self._lock:
             self._close_last()
             if self.files and self.files <= self._bad:
