@@ -8,7 +8,8 @@ One command::
     python bench/bad_file.py                       # 6 ROOT files of 200 000 events, file 3 corrupt
     python bench/bad_file.py --files 8 --events 400000 --runs 3
 
-Inputs (made once in ``--data-dir``): ``--files`` ROOT files of
+Inputs (made once in ``--data-dir``, by default ``evflow-bad-file`` in the
+temporary directory): ``--files`` ROOT files of
 ``--events`` events (a float, a weight and a jagged branch, clusters of
 ``--step`` entries); in a copy of the middle file, the last basket of one
 branch does not decompress, so that nearly all of its batches ran before
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -160,7 +162,8 @@ def main() -> int:
     p.add_argument("--processes", type=_at_least(1), default=2)
     p.add_argument("--chunk-size", type=_at_least(1), default=100_000)
     p.add_argument("--runs", type=_at_least(1), default=2)
-    p.add_argument("--data-dir", default=os.environ.get("EVFLOW_BENCH_DATA", "/tmp/evflow-bad-file"))
+    default_dir = os.path.join(tempfile.gettempdir(), "evflow-bad-file")
+    p.add_argument("--data-dir", default=os.environ.get("EVFLOW_BENCH_DATA", default_dir))
     p.add_argument(
         "--cost",
         action="store_true",
