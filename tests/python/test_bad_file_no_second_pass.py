@@ -70,7 +70,10 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
 
 def _analysis(files: list[str], skim: str, log: Path) -> ef.Process:
     proc = ef.Process("no_second_pass")
-    proc.source = ef.source.root(files, tree="t", step_size=STEP)
+    if files[0].endswith(".parquet"):
+        proc.source = ef.source.parquet(files, step_size=STEP)
+    else:
+        proc.source = ef.source.root(files, tree="t", step_size=STEP)
     proc.weight = "w"
 
     @proc.producer(consumes=["x"], produces=["x_seen"])
@@ -225,17 +228,44 @@ def test_every_file_corrupt_writes_no_skim(files: list[str], tmp_path: Path) -> 
     assert not skim.exists() and not any(n.startswith(".s.parquet") for n in os.listdir(tmp_path))
 
 
-def test_small_files_keep_their_chunks_and_a_bad_one_is_left_out(client: Any, tmp_path: Path) -> None:
+def _write_parquet(path: Path, seed: int, events: int) -> None:
+    import pyarrow as pa
+
+    cols = _values(seed, events)
+    table = pa.table({"x": cols["x"], "w": cols["w"], "pt": ak.to_arrow(cols["pt"], extensionarray=False)})
+    pq.write_table(table, path, row_group_size=STEP, compression="zstd")
+
+
+def _spoil_row_group(path: Path, group: int) -> None:
+    column = pq.ParquetFile(path).metadata.row_group(group).column(0)
+    start = column.dictionary_page_offset if column.has_dictionary_page else column.data_page_offset
+    start += column.total_compressed_size // 2
+    data = bytearray(path.read_bytes())
+    data[start : start + 64] = bytes(64)
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("kind", ["root", "parquet"])
+def test_small_files_keep_their_chunks_and_a_bad_one_is_left_out(
+    client: Any, tmp_path: Path, kind: str
+) -> None:
     """Six files of 2 000 events, chunks of 6 000: each chunk holds three
     files whole, as without ``skip_bad_files`` (no chunk per file). The
     middle file of the second chunk is corrupt: that chunk runs again
-    without it, so only the file before it in the chunk is read twice;
-    the result is that of a run without the file."""
+    without it (the native Parquet reader too, from the first file's
+    start), so only the file before it in the chunk is read twice; the
+    result is that of a run without the file."""
     small = 2 * STEP
-    paths = [tmp_path / f"s{k}.root" for k in range(6)]
+    paths = [tmp_path / f"s{k}.{kind}" for k in range(6)]
     for k, p in enumerate(paths):
-        _write(p, k, small)
-    _spoil_basket(paths[4], "x", 1)
+        if kind == "root":
+            _write(p, k, small)
+        else:
+            _write_parquet(p, k, small)
+    if kind == "root":
+        _spoil_basket(paths[4], "x", 1)
+    else:
+        _spoil_row_group(paths[4], 1)
     files = [str(p) for p in paths]
     log = tmp_path / "log"
     log.mkdir()
