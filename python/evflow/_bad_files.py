@@ -1,8 +1,10 @@
 """``skip_bad_files=True``: input files that cannot be read, or lack a
 branch the job reads, are left out before the job starts (in one process
 here, as a distributed run does); a file whose data fail to be read during
-the job (a corrupt basket or row group) is left out by running the job
-again without it. Both are listed in the result."""
+the job (a corrupt basket) is left out as the job goes on, its batches'
+contributions taken back (ROOT files, :mod:`evflow._file_gate`), or, where
+the reader cannot go on past it (the native Parquet reader), by running
+the job again without it. Both are listed in the result."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from .errors import EvflowError, InputError
+from ._file_gate import NoFileLeft, unreadable_data
+from .errors import EvflowError, InputError, JobError
 
 if TYPE_CHECKING:
     from ._process import Process
@@ -47,10 +50,23 @@ def bad_files_left_out(proc: Process, columns: Sequence[str], skip: bool) -> Ite
             trimmed: Any = copy.copy(source)
             trimmed.files = good
             proc.source = trimmed
+    watch = None
+    if skip and hasattr(proc.source, "bad_watch"):
+        from ._file_gate import FileWatch
+
+        watched: Any = copy.copy(proc.source)
+        watch = watched.bad_watch = FileWatch(watched.files)
+        proc.source = watched
     try:
         yield skipped
+    except JobError as e:
+        if isinstance(e.__cause__, NoFileLeft):
+            raise e.__cause__ from None
+        raise
     finally:
         proc.source = source
+        if watch is not None:
+            skipped.extend(watch.left_out)
 
 
 def with_skipped(result: Result, skipped: list[dict[str, str]]) -> Result:
@@ -60,20 +76,6 @@ def with_skipped(result: Result, skipped: list[dict[str, str]]) -> Result:
         result.skipped_files = [s["file"] for s in skipped]
         result.report["skipped_files"] = skipped
     return result
-
-
-def unreadable_data(error: BaseException) -> dict[str, Any] | None:
-    """The file and entries of the data an error (or its causes) could
-    not read, if that is what it is about."""
-    seen: set[int] = set()
-    e: BaseException | None = error
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        where = getattr(e, "unreadable", None)
-        if isinstance(where, dict):
-            return where
-        e = e.__cause__ or e.__context__
-    return None
 
 
 def leaving_out_unreadable(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from . import _device_runner as dr
 from . import _runtime as rt
 from ._bad_files import bad_files_left_out, with_skipped
+from ._file_gate import undo_hist
 from ._fill import add_into, check_weights, describe, fill_values, flatten
 from ._first_probe import FirstProbe, Steps
 from ._modules import Analyzer, Filter, Producer
@@ -265,7 +266,7 @@ class _Plan:
                 add_into(state["total"], part)
 
         commit = self.commit
-        ordered = commit.ordered(consume, label)
+        ordered = commit.ordered(consume, label, undo_hist(state))
         self.hists[h.name] = (state, template)
         fill_fn = h.fill
         columns = h.columns
@@ -412,6 +413,8 @@ def _run_plan(
 
     source = proc.source
     assert source is not None
+    if (watch := getattr(source, "bad_watch", None)) is not None:  # skip_bad_files, no second pass
+        plan.commit.watch_files(watch)
     job = _evflow.Job(proc.name)
     try:  # a branch missing in a later ROOT file is found when the reader opens it
         source.check(plan.branches)
@@ -499,6 +502,7 @@ def _run_plan(
         raise
     finally:
         remote = {off.label: off.close() for off in plan.offloaders}
+    res = watch.without_bad(res) if watch is not None else res
     try:
         # The engine reports progress every 0.2 s while it runs: the last
         # call gives the totals (also of a job shorter than that).

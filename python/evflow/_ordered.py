@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .errors import AccumulatorError, accumulator_error
+
+if TYPE_CHECKING:
+    from ._file_gate import FileWatch, Gate
 
 T = TypeVar("T")
 
@@ -30,11 +33,16 @@ T = TypeVar("T")
 class Ordered(Generic[T]):
     """Calls ``consume(index, part)`` for every part, in increasing batch
     index, as soon as all earlier batches have been handed in or skipped.
-    ``owner``: the module whose parts these are (named by a failure)."""
+    ``owner``: the module whose parts these are (named by a failure).
+    ``undo``: how to keep and put back what was consumed, for a part of a
+    file that may turn out bad (see :mod:`evflow._file_gate`)."""
 
-    def __init__(self, consume: Callable[[int, T], None], owner: str | None = None) -> None:
+    def __init__(self, consume: Callable[[int, T], None], owner: str | None = None, undo: Any = None) -> None:
         self._consume = consume
         self._owner = owner
+        self.undo = undo
+        #: with ``skip_bad_files``: what to do with a part whose file may turn out bad
+        self.gate: Gate | None = None
         self._lock = threading.Lock()
         self._pending: dict[int, T | None] = {}
         self._where: dict[int, str] = {}
@@ -49,6 +57,12 @@ class Ordered(Generic[T]):
             self._drain()
 
     def _call(self, index: int, part: T) -> None:
+        if self.gate is not None:
+            self.gate.call(index, part, self._consume_one)
+        else:
+            self._consume_one(index, part)
+
+    def _consume_one(self, index: int, part: T) -> None:
         where = self._where.pop(index, None)
         try:
             self._consume(index, part)
@@ -79,6 +93,8 @@ class Ordered(Generic[T]):
                 if part is not None:
                     self._call(index, part)
             self._pending.clear()
+            if self.gate is not None:
+                self.gate.settle(self._consume_one, end=True)
 
     @property
     def waiting(self) -> int:
@@ -107,12 +123,22 @@ class Commit:
         self._held: dict[int, tuple[int, list[tuple[Ordered[Any], Any, str | None]]]] = {}
         self._failed: set[int] = set()
 
-    def ordered(self, consume: Callable[[int, Any], None], owner: str | None = None) -> Ordered[Any]:
+    def ordered(
+        self, consume: Callable[[int, Any], None], owner: str | None = None, undo: Any = None
+    ) -> Ordered[Any]:
         """A new accumulator fed by the end module ``owner``, which calls :meth:`add`."""
-        o: Ordered[Any] = Ordered(consume, owner)
+        o: Ordered[Any] = Ordered(consume, owner, undo)
         self._ordered.append(o)
         self._ends += 1
         return o
+
+    def watch_files(self, watch: FileWatch) -> None:
+        """Parts of a batch whose file may turn out bad are added so that
+        the file can be taken back (``skip_bad_files``, see :mod:`evflow._file_gate`)."""
+        from ._file_gate import Gate
+
+        for o in self._ordered:
+            o.gate = Gate(watch, o.undo)
 
     def end_module(self) -> None:
         """Counts an end module that hands in no part (an analyzer): it calls

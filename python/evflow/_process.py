@@ -473,8 +473,10 @@ class Process:
         ``"fixed:P"`` (P % of each batch's events on the device).
 
         ``skip_bad_files=True`` leaves out input files that cannot be opened
-        or lack a branch the job reads (judged from their metadata: data
-        corrupt further in still fail the job), before it starts, and lists them in
+        or lack a branch the job reads, before it starts, and a file whose
+        data fail to be read during the job (a corrupt basket), as the job
+        goes on (what its batches gave is taken back; the native Parquet
+        reader runs the job again without it), and lists them in
         ``result.skipped_files`` (each with its error in the report's
         ``skipped_files``); without it such a file fails the job, named.
 

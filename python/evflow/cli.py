@@ -142,11 +142,7 @@ def _run(args: argparse.Namespace) -> int:
         result = stopped.result
         interrupted = True
     if not args.quiet:
-        for ch in result.skipped_chunks:
-            print(f"skipped chunk {ch['chunk']}: {ch['error']}")
-        for line in _skipped_file_lines(result):
-            print(line)
-        print(result.summary())
+        print(result.summary())  # with the chunks and files left out
     if args.report:
         write_text(
             args.report, json.dumps({k: v for k, v in result.report.items() if k != "trace"}, indent=2)
@@ -339,19 +335,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-def _skipped_file_lines(result: Any) -> list[str]:
-    """One line per file left out by ``--skip-bad-files``: the file, the
-    entries whose data could not be read (a file that opened but failed
-    while read) and why."""
-    entries = result.report.get("skipped_files") or []
-    if len(entries) != len(result.skipped_files) or not all(isinstance(e, dict) for e in entries):
-        return [f"skipped unreadable file {f}" for f in result.skipped_files]
-    lines = []
-    for e in entries:
-        span = e.get("entries")
-        where = f" (entries {span[0]}-{span[1] - 1} could not be read)" if span and len(span) == 2 else ""
-        why = f": {e['error']}" if e.get("error") else ""
-        lines.append(f"skipped unreadable file {e.get('file')}{where}{why}")
-    return lines

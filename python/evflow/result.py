@@ -230,6 +230,7 @@ class Result:
             )
             if len(failed) > 10:
                 lines.append(f"  ... and {len(failed) - 10} more (result.report['failed_events'])")
+        lines.extend(left_out_lines(self))
         devices = r.get("devices") or {}
         if devices.get("notice"):
             lines.append(devices["notice"])
@@ -249,3 +250,34 @@ class Result:
             f"<Result '{self.process}': {self.events} events, {len(self.cutflow)} paths, "
             f"histograms {sorted(self.histograms)}, outputs {sorted(self.outputs)}>"
         )
+
+
+def left_out_lines(result: Result) -> list[str]:
+    """What a run left out, for its summary: the chunks skipped
+    (``on_error="skip-chunk"``), each with its files' entries and error,
+    and the input files left out (``skip_bad_files``), each with the
+    entries that could not be read, if it opened, and why."""
+    lines = []
+    chunks = result.skipped_chunks
+    if chunks:
+        events = sum(int(b) - int(a) for ch in chunks for _f, a, b in ch.get("entries", []))
+        were = "was" if len(chunks) == 1 else "were"
+        lines.append(
+            f"{_count(len(chunks), 'chunk', 'chunks')} {were} left out (on_error='skip-chunk'), {events} events:"
+        )
+        for ch in chunks:
+            where = "; ".join(f"file '{f}', entries {a}-{int(b) - 1}" for f, a, b in ch.get("entries", []))
+            lines.append(f"  chunk {ch.get('chunk')} ({where}): {ch.get('error')}")
+    files = result.skipped_files
+    if files:
+        were = "was" if len(files) == 1 else "were"
+        lines.append(f"{_count(len(files), 'input file', 'input files')} {were} left out (skip_bad_files):")
+        entries = result.report.get("skipped_files") or []
+        if len(entries) != len(files) or not all(isinstance(e, dict) for e in entries):
+            entries = [{"file": f} for f in files]
+        for e in entries:
+            span = e.get("entries")
+            where = f" (entries {span[0]}-{span[1] - 1} could not be read)" if span and len(span) == 2 else ""
+            why = f": {e['error']}" if e.get("error") else ""
+            lines.append(f"  {e.get('file')}{where}{why}")
+    return lines

@@ -238,6 +238,7 @@ def test_the_command_line_names_the_entries_of_a_corrupt_file_left_out(inputs: d
         timeout=300,
     )
     assert out.returncode == 0, out.stderr
-    lines = [line for line in out.stdout.splitlines() if line.startswith("skipped unreadable file")]
+    assert "1 input file was left out (skip_bad_files):" in out.stdout, out.stdout
+    lines = [line for line in out.stdout.splitlines() if line.startswith(f"  {files[1]}")]
     assert len(lines) == 1, out.stdout
-    assert lines[0].startswith(f"skipped unreadable file {files[1]} (entries 3000-3999 could not be read): ")
+    assert lines[0].startswith(f"  {files[1]} (entries 3000-3999 could not be read): ")

@@ -30,28 +30,9 @@ analysis file on the workers, always from its current contents (what
 
 from __future__ import annotations
 
-import functools
-from typing import TYPE_CHECKING, Any
-
-from .._bad_files import leaving_out_unreadable
 from .._dist_support import preview_chunks
 from .chunks import Chunk, ChunkFeed, Piece, plan_chunks
-from .run import MANIFEST
-from .run import run as _run_once
-
-if TYPE_CHECKING:
-    from ..result import Result
-
-
-@functools.wraps(_run_once)
-def run(target: Any, **options: Any) -> Result:
-    # A file whose data fail to be read (skip_bad_files): the job runs
-    # again without it, so that none of its chunks count.
-    return leaving_out_unreadable(
-        lambda left_out: _run_once(target, **options, left_out=left_out),
-        options.get("skip_bad_files") is True,
-    )
-
+from .run import MANIFEST, run
 
 __all__ = [
     "MANIFEST",

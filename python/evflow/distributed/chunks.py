@@ -22,7 +22,7 @@ import math
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import ConfigurationError, EvflowError, InputError
@@ -158,8 +158,8 @@ def gather_meta(
     out: dict[str, FileMeta] = {}
     with _CACHE_LOCK:
         for p, k in keys.items():
-            if k is not None and k in _CACHE:
-                out[p] = _CACHE[k]
+            if k is not None and k in _CACHE:  # named as asked (one process caches paths as given)
+                out[p] = replace(_CACHE[k], path=p)
     todo = [p for p in dict.fromkeys(files) if p not in out]
     if todo:
         got = mapper(todo)

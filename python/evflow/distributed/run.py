@@ -13,12 +13,12 @@ import time
 import uuid
 import warnings
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from .._bad_files import unreadable_data, without_files
 from .._dist_support import new_directories, pickled, remove_created
+from .._progress import ChunkProgress
 from .._skim_checks import check_skims
 from .._skim_types import schema_of
 from ..errors import Aborted, ConfigurationError, EvflowError, Interrupted, with_product_hint
@@ -27,6 +27,7 @@ from ..remote import RemoteNotice
 from ..remote._distributed import merge_remote, shared_cluster_remotes
 from ..remote._distributed import notice as remote_notice
 from ._stop import Interrupts, chunk_error, task_exception, task_failure
+from .bad_files import FileFeed, FileMerger, as_given
 from .chunks import (
     Chunk,
     ChunkFeed,
@@ -170,27 +171,6 @@ def _slots(client: Any) -> int | None:
         return None
 
 
-class _Progress:
-    """One progress line over the whole job: events and chunks done, rate."""
-
-    def __init__(self, events: int) -> None:
-        self.events = events
-        self.t0 = time.perf_counter()
-
-    def __call__(self, chunks: int, events: int) -> None:
-        rate = events / max(time.perf_counter() - self.t0, 1e-9)
-        frac = events / self.events if self.events else 1.0
-        bar = "#" * int(30 * frac)
-        sys.stderr.write(
-            f"\r[{bar:<30}] {frac:6.1%}  {events}/{self.events} events  {chunks} chunks  {rate:,.0f} ev/s"
-        )
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        sys.stderr.write("\n")
-        sys.stderr.flush()
-
-
 def _absolute(source: Any) -> Any:
     """Input paths as absolute paths (workers may run elsewhere)."""
     s = copy.copy(source)
@@ -240,7 +220,6 @@ def run(
     skip_bad_files: bool = False,
     factory: Callable[[], Process] | None = None,
     dashboard: bool | None = None,
-    left_out: Sequence[dict[str, Any]] = (),
 ) -> Result:
     """Runs an analysis on a Dask cluster; see :mod:`evflow.distributed`.
 
@@ -249,9 +228,7 @@ def run(
     rebuilds the analysis on the workers instead of pickling ``target``
     (e.g. by loading the analysis file there); the source is always the
     client's ``target``'s. ``dashboard``: print the Dask dashboard's
-    address on stderr when the job starts (default: with ``progress=True``).
-    ``left_out``: files whose data could not be read before (see
-    :func:`evflow._bad_files.leaving_out_unreadable`)."""
+    address on stderr when the job starts (default: with ``progress=True``)."""
     from .._job import _Plan
     from .._modules import check_counts, check_flag, check_progress
     from ..cutflow import build
@@ -279,7 +256,7 @@ def run(
     plan = _Plan(proc)  # checks the description before anything is submitted
     check_skims(proc)  # before any skim directory is prepared: a refusal deletes nothing
     assert proc.source is not None
-    source = without_files(_absolute(proc.source), [f["file"] for f in left_out])
+    source = _absolute(proc.source)
     kind = source_kind(source)
     templates = {name: t for name, (_s, t) in plan.hists.items()}
 
@@ -363,11 +340,15 @@ def run(
             # finish_skim: a chunk of an interrupted run cannot leave a part.
             "stage": str(10**15 + int(job, 16)),
         }
-        merger = Merger(list(templates), [out.path for out, _sel in proc.outputs])
+        merger = (FileMerger if skip_bad_files else Merger)(
+            list(templates), [out.path for out, _sel in proc.outputs]
+        )
+        if isinstance(merger, FileMerger):  # a file whose data fail to be read: left out as the job goes on
+            feed = FileFeed(feed, merger)  # type: ignore[assignment]
         show: Callable[[int, int], None] | None = None
-        bar: _Progress | None = None
+        bar: ChunkProgress | None = None
         if progress is True:
-            bar = _Progress(feed.total_events)
+            bar = ChunkProgress(feed.total_events)
             show = bar
         elif callable(progress):
             show = progress
@@ -450,16 +431,24 @@ def run(
                             if failure is not None:
                                 if on_error != "skip-chunk" and lost:
                                     raise failure from r
-                                if on_error != "skip-chunk" or (skip_bad_files and unreadable_data(failure)):
-                                    raise failure  # its __cause__: the module's own exception (a file's: run again)
-                                skipped_chunks.append(
-                                    {
-                                        "chunk": ch.index,
-                                        "entries": [[p.file, p.start, p.stop] for p in ch.pieces],
-                                        "error": str(failure),
-                                    }
+                                again = (
+                                    merger.leave_out(ch, failure) if isinstance(merger, FileMerger) else None
                                 )
-                                merger.add(ch, None)
+                                if again is not None:  # a file left out: the chunk's other files run again
+                                    for k in again:
+                                        submit(k, f"evflow-chunk-{job}-{k.index:05d}-{len(merger.left_out)}")
+                                elif on_error != "skip-chunk":
+                                    raise failure  # its __cause__: the module's own exception
+                                else:
+                                    skipped_chunks.append(
+                                        {
+                                            "chunk": ch.index,
+                                            "entries": [[p.file, p.start, p.stop] for p in ch.pieces],
+                                            "error": str(failure),
+                                        }
+                                    )
+                                    merger.add(ch, None)
+                                    done_events += ch.events  # handled: as one process counts a batch skipped
                             else:
                                 notice = (r["report"].get("devices") or {}).get("notice")
                                 if notice and not noticed:  # each worker says it; the client says it once
@@ -561,9 +550,10 @@ def run(
             "timing": timing,
         },
     )
-    if skipped_files:
-        # Where one process lists them, so that the report reads alike.
-        report["skipped_files"] = list(skipped_files)
+    # Those that did not open, then those whose data could not be read.
+    left_out = as_given([*skipped_files, *getattr(merger, "left_out", [])], proc.source, source)
+    if left_out:  # where one process lists them, so that the report reads alike
+        report["skipped_files"] = left_out
     cutflow = build(
         [(p.name, [f.label for f in p.filters], p.reorderable) for p in proc.paths.values()],
         merger.records,
@@ -584,7 +574,7 @@ def run(
         failed_batches=list(merger.failed),
         events=merger.events,
         wall_s=wall,
-        skipped_files=[s["file"] for s in skipped_files],
+        skipped_files=[s["file"] for s in left_out],
         skipped_chunks=skipped_chunks,
     )
     if stop.requested:

@@ -74,6 +74,10 @@ class RootSource(Source):
     :class:`ReadBalancer`) adapts at run time unless both are fixed.
     """
 
+    #: set by a ``skip_bad_files`` run on its copy: the reader leaves out a
+    #: file whose data cannot be read and goes on (``evflow._file_gate``)
+    bad_watch: Any = None
+
     def __init__(
         self,
         files: PathLike | Iterable[PathLike],
@@ -247,6 +251,10 @@ class RootSource(Source):
     def reader(self, columns: Sequence[str], weight: str | None) -> Any:
         """Reads steps ahead on worker threads, balanced by :attr:`balancer`."""
         cols = list(columns)
+        if self.bad_watch is not None:
+            return self.bad_watch.reader(
+                self._steps(), lambda step: self._read_step(cols, weight, step), self.balancer
+            )
         return _ReadAhead(self._steps(), lambda step: self._read_step(cols, weight, step), self.balancer)
 
     def describe(self) -> str:
