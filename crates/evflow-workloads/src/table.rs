@@ -1,11 +1,14 @@
 //! Event tables (`[source] type = "table"`): one row of numbers per event,
-//! read from a CSV file, and cuts on their columns (`cut = "njet >= 4"`).
+//! read from a CSV file (RFC 4180, by the `csv` crate), and cuts on their
+//! columns (`cut = "njet >= 4"`).
 //!
 //! Event number `e` (numbered from 1, as the empty source does) reads row
 //! `(e − 1) mod rows`, so a job with more events than rows cycles through
 //! the table.
 
 use std::path::Path;
+
+use csv::StringRecord;
 
 /// The columns of an event table, column-major.
 #[derive(Debug)]
@@ -18,31 +21,45 @@ pub struct Table {
 impl Table {
     /// Reads a CSV file: a header line of column names, then one line of
     /// finite numbers per event (`true`/`false` read as 1/0). Errors name
-    /// the line, its event and the column.
+    /// the file, the line, its event and the column.
     pub fn read(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read '{}': {e}", path.display()))?;
+        let bytes =
+            std::fs::read(path).map_err(|e| format!("cannot read '{}': {e}", path.display()))?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            let line = Lines::new(e.as_bytes()).of(e.utf8_error().valid_up_to());
+            format!(
+                "'{}': line {line} is not UTF-8 text (save the table as UTF-8)",
+                path.display()
+            )
+        })?;
         Self::parse(&text).map_err(|e| format!("'{}': {e}", path.display()))
     }
 
+    /// Reads CSV text (RFC 4180: quoted fields may hold commas, line breaks
+    /// and quotes written twice; lines end with LF, CRLF or CR). Names and
+    /// cells are read without the spaces around them.
     pub fn parse(text: &str) -> Result<Self, String> {
         // A byte-order mark (spreadsheets write one) is not part of the
         // first column's name.
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        let blank = |l: &str| l.trim().is_empty();
-        let mut lines = text.lines().enumerate().skip_while(|(_, l)| blank(l));
-        let Some((header_no, header)) = lines.next() else {
-            return Err("empty table (a header line of column names is needed)".into());
+        let mut records = Records::new(text);
+        let header = loop {
+            match records.next()? {
+                None => {
+                    return Err("empty table (a header line of column names is needed)".into());
+                }
+                Some(r) if r.blank => {}
+                Some(r) => break r,
+            }
         };
-        let names: Vec<String> = header
-            .split(',')
-            .enumerate()
-            .map(|(i, s)| {
-                unquote(s)
-                    .map(|n| n.trim().to_string())
-                    .map_err(|e| format!("line {}, column {}: {e}", header_no + 1, i + 1))
-            })
-            .collect::<Result<_, _>>()?;
+        if header.open_quote {
+            let column = header.fields.len();
+            return Err(format!(
+                "line {}, column {column}: {OPEN_QUOTE}",
+                header.line
+            ));
+        }
+        let names: Vec<String> = header.fields.iter().map(|n| n.trim().to_string()).collect();
         for (i, name) in names.iter().enumerate() {
             if name.is_empty() {
                 return Err(format!("column {} has an empty name", i + 1));
@@ -51,22 +68,33 @@ impl Table {
                 return Err(format!("column '{name}' appears twice"));
             }
         }
+        let mut columns: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
         // Blank lines at the end are no rows; between rows, a blank line
         // would shift every later event onto the next row.
-        let mut rows: Vec<(usize, &str)> = lines.collect();
-        while rows.last().is_some_and(|(_, l)| blank(l)) {
-            rows.pop();
-        }
-        let mut columns: Vec<Vec<f64>> = vec![Vec::with_capacity(rows.len()); names.len()];
-        for (row, (line_no, line)) in rows.into_iter().enumerate() {
-            let at = format!("line {} (event {})", line_no + 1, row + 1);
-            if blank(line) {
+        let mut blank_since_last_row = None;
+        let mut event = 0;
+        while let Some(record) = records.next()? {
+            if record.blank {
+                blank_since_last_row.get_or_insert(record.line);
+                continue;
+            }
+            event += 1;
+            if let Some(line) = blank_since_last_row.or(record.empty_line_before) {
                 return Err(format!(
-                    "{at} is empty: each event needs a line of {} values",
+                    "line {line} (event {event}) is empty: each event needs a line of {} values",
                     names.len()
                 ));
             }
-            let fields: Vec<&str> = line.split(',').collect();
+            let at = format!("line {} (event {event})", record.line);
+            let fields = &record.fields;
+            if record.open_quote {
+                let last = fields.len().saturating_sub(1);
+                let column = names.get(last).map_or_else(
+                    || format!("column {}", last + 1),
+                    |n| format!("column '{n}'"),
+                );
+                return Err(format!("{at}, {column}: {OPEN_QUOTE}"));
+            }
             if fields.len() != names.len() {
                 return Err(format!(
                     "{at}: {} fields, the header names {}",
@@ -75,18 +103,17 @@ impl Table {
                 ));
             }
             for ((field, name), column) in fields.iter().zip(&names).zip(&mut columns) {
-                let value = unquote(field).and_then(|f| cell(f.trim()));
+                let value = cell(field.trim());
                 column.push(value.map_err(|e| format!("{at}, column '{name}': {e}"))?);
             }
         }
-        let rows = columns.first().map_or(0, Vec::len);
-        if rows == 0 {
+        if event == 0 {
             return Err("the table has no rows".into());
         }
         Ok(Self {
             names,
             columns,
-            rows,
+            rows: event,
         })
     }
 
@@ -105,20 +132,121 @@ impl Table {
     }
 }
 
-/// A field without the double quotes that R's `write.csv` and spreadsheets
-/// put around names and text (`"njet"`; `""` inside is one quote). A quoted
-/// field holding a comma is not split correctly here: refused.
-fn unquote(field: &str) -> Result<std::borrow::Cow<'_, str>, String> {
-    let trimmed = field.trim();
-    let Some(inner) = trimmed.strip_prefix('"') else {
-        return Ok(trimmed.into());
-    };
-    match inner.strip_suffix('"') {
-        Some(inner) if !inner.contains(',') => Ok(inner.replace("\"\"", "\"").into()),
-        _ => Err(format!(
-            "'{trimmed}' is an unclosed quoted field (a quoted field holding a comma is not \
-             read: the table takes names and numbers)"
-        )),
+const OPEN_QUOTE: &str = "a double quote is not closed (a quoted field ends with a quote; \
+                          a quote inside one is written twice)";
+
+/// One record of the CSV text, with where it is.
+struct Record {
+    fields: StringRecord,
+    /// The line it starts on (a quoted field may hold line breaks).
+    line: usize,
+    /// The first of the empty lines the csv reader skipped before it.
+    empty_line_before: Option<usize>,
+    /// Spaces only: a blank line.
+    blank: bool,
+    /// Its last field opened a quote that the text never closes.
+    open_quote: bool,
+}
+
+/// The csv reader's records, with line numbers counted here: its own
+/// (`Position::line`) lag behind on CRLF line ends, and the empty lines it
+/// skips are no rows but shift the events after them.
+struct Records<'a> {
+    text: &'a str,
+    reader: csv::Reader<&'a [u8]>,
+    lines: Lines<'a>,
+    /// Where the previous record's text ends (its line end excluded).
+    end: Option<usize>,
+}
+
+impl<'a> Records<'a> {
+    fn new(text: &'a str) -> Self {
+        let reader = csv::ReaderBuilder::new()
+            .has_headers(false)
+            // Rows of another length are named here, with their line.
+            .flexible(true)
+            .from_reader(text.as_bytes());
+        Self {
+            text,
+            reader,
+            lines: Lines::new(text.as_bytes()),
+            end: None,
+        }
+    }
+
+    fn next(&mut self) -> Result<Option<Record>, String> {
+        let bytes = self.text.as_bytes();
+        let line_end = |b: &u8| *b == b'\r' || *b == b'\n';
+        let from = (self.reader.position().byte() as usize).min(bytes.len());
+        let mut fields = StringRecord::new();
+        match self.reader.read_record(&mut fields) {
+            Ok(true) => {}
+            Ok(false) => return Ok(None),
+            Err(e) => return Err(format!("line {}: {e}", self.lines.of(from))),
+        }
+        // The reader's position is where it began looking: the record starts
+        // after the line ends (and empty lines) it skipped.
+        let start = from + bytes[from..].iter().take_while(|b| line_end(b)).count();
+        let to = (self.reader.position().byte() as usize).clamp(start, bytes.len());
+        let end = start
+            + bytes[start..to]
+                .iter()
+                .rposition(|b| !line_end(b))
+                .map_or(0, |i| i + 1);
+        // One line end closes the previous record; more are empty lines.
+        let empty_line_before = self.end.and_then(|previous| {
+            let previous = self.lines.of(previous);
+            (self.lines.of(start) > previous + 1).then_some(previous + 1)
+        });
+        self.end = Some(end);
+        // A quote left open runs to the end of the text, inside the record's
+        // last field, and leaves an odd number of quotes; one in another
+        // field is a stray quote in an unquoted cell, named as a bad cell.
+        let quotes = |t: &[u8]| t.iter().filter(|&&b| b == b'"').count();
+        let last = fields.len().saturating_sub(1);
+        let open_quote = to == bytes.len()
+            && quotes(&bytes[start..]) % 2 == 1
+            && fields.iter().take(last).all(|f| !f.contains('"'));
+        Ok(Some(Record {
+            line: self.lines.of(start),
+            empty_line_before,
+            blank: self
+                .text
+                .get(start..end)
+                .is_none_or(|t| t.trim().is_empty()),
+            open_quote,
+            fields,
+        }))
+    }
+}
+
+/// Line numbers of byte offsets, counted as the csv reader ends lines:
+/// LF, CRLF or a lone CR.
+struct Lines<'a> {
+    text: &'a [u8],
+    at: usize,
+    line: usize,
+}
+
+impl<'a> Lines<'a> {
+    fn new(text: &'a [u8]) -> Self {
+        Self {
+            text,
+            at: 0,
+            line: 1,
+        }
+    }
+
+    /// The line (from 1) of byte `offset`; offsets come in increasing order.
+    fn of(&mut self, offset: usize) -> usize {
+        while self.at < offset.min(self.text.len()) {
+            let b = self.text[self.at];
+            self.at += 1;
+            if b == b'\n' || (b == b'\r' && self.text.get(self.at) != Some(&b'\n')) {
+                self.line += 1;
+            }
+        }
+        self.line
     }
 }
 
@@ -228,114 +356,5 @@ impl Cut {
             Op::Eq => x == self.value,
             Op::Ne => x != self.value,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_tables_and_cuts() {
-        let t = Table::parse("a, b\n1, 2.5\n3, true\n").unwrap();
-        assert_eq!(t.rows(), 2);
-        let c = Cut::parse("b >= 1", &t).unwrap();
-        assert!(c.passes(&t, 1) && c.passes(&t, 2) && c.passes(&t, 3));
-        let c = Cut::parse("a<2", &t).unwrap();
-        assert!(c.passes(&t, 1) && !c.passes(&t, 2));
-        assert!(
-            Cut::parse("zz > 1", &t)
-                .unwrap_err()
-                .contains("no column 'zz'")
-        );
-        assert!(Cut::parse("a ~ 1", &t).is_err());
-        // A mistyped operator is named as one, not read as a column `a =`.
-        for (bad, op) in [
-            ("a => 2", "=>"),
-            ("a =< 2", "=<"),
-            ("b >== 1", ">=="),
-            ("a <> 1", "<>"),
-        ] {
-            let e = Cut::parse(bad, &t).map(|_| ()).unwrap_err();
-            assert!(
-                e.contains(&format!("'{op}' is not an operator in '{bad}'")),
-                "{bad}: {e}"
-            );
-        }
-        assert!(Cut::parse("a>=-2", &t).unwrap().passes(&t, 1));
-        for nan in ["a > nan", "a != NaN", "b == -nan"] {
-            let e = Cut::parse(nan, &t).map(|_| ()).unwrap_err();
-            assert!(e.contains("is not a number"), "{nan}: {e}");
-        }
-        assert!(Cut::parse("a < inf", &t).unwrap().passes(&t, 1));
-        // Booleans compare as the table reads them.
-        let c = Cut::parse("b == true", &t).unwrap();
-        assert!(!c.passes(&t, 1) && c.passes(&t, 2));
-        assert!(Cut::parse("b != False", &t).unwrap().passes(&t, 1));
-        // A byte-order mark and CRLF line ends, as spreadsheets write them.
-        let t = Table::parse("\u{feff}pt,eta\r\n1,2\r\n3,4\r\n").unwrap();
-        assert_eq!(t.rows(), 2);
-        let c = Cut::parse("pt > 2", &t).unwrap();
-        assert!(!c.passes(&t, 1) && c.passes(&t, 2));
-        assert!(Table::parse("a,b\n1\n").unwrap_err().contains("line 2"));
-        assert!(Table::parse("a,a\n1,2\n").is_err());
-    }
-
-    #[test]
-    fn bad_cells_and_rows_are_refused_naming_line_event_and_column() {
-        let err = |text: &str| Table::parse(text).map(|_| ()).unwrap_err();
-        for (bad, shown) in [
-            ("NaN", "'NaN' is not a finite number"),
-            ("nan", "'nan' is not a finite number"),
-            ("-inf", "'-inf' is not a finite number"),
-            ("infinity", "'infinity' is not a finite number"),
-            // Beyond the largest f64: read as an infinity.
-            ("1e999", "'1e999' is not a finite number"),
-            ("", "empty"),
-            (" ", "empty"),
-            ("4x", "'4x' is not a number"),
-        ] {
-            let e = err(&format!("met,njet\n30,1\n50,{bad}\n"));
-            assert!(
-                e.starts_with("line 3 (event 2), column 'njet': ") && e.contains(shown),
-                "{bad:?}: {e}"
-            );
-        }
-        // A short row, a long one (a trailing comma), a blank line between
-        // rows: each named by its line and event.
-        let e = err("met,njet\n30,1\n40\n");
-        assert_eq!(e, "line 3 (event 2): 1 fields, the header names 2");
-        let e = err("met,njet\n30,1\n40,2,\n");
-        assert_eq!(e, "line 3 (event 2): 3 fields, the header names 2");
-        let e = err("met\n30\n\n50\n");
-        assert!(e.starts_with("line 3 (event 2) is empty"), "{e}");
-        // Blank lines before the header and after the last row are no rows.
-        let t = Table::parse("\n met\n30\n50\n\n  \n").unwrap();
-        assert_eq!(t.rows(), 2);
-        let c = Cut::parse("met > 40", &t).unwrap();
-        assert!(!c.passes(&t, 1) && c.passes(&t, 2));
-        // The event numbers count rows, not lines.
-        let e = err("\n\nmet\n1\n2\nnan\n");
-        assert!(e.starts_with("line 6 (event 3), column 'met'"), "{e}");
-        assert_eq!(err("a,b,a\n1,2,3\n"), "column 'a' appears twice");
-        assert_eq!(err("a,,b\n1,2,3\n"), "column 2 has an empty name");
-    }
-
-    /// As R's `write.csv` and spreadsheets write them: quoted names (a
-    /// cut on `njet` found no column: they were `"njet"`) and TRUE/FALSE.
-    #[test]
-    fn quoted_names_and_upper_case_booleans_are_read() {
-        let t = Table::parse("\"njet\",\"pass\"\n3,TRUE\n\"5\",FALSE\n").unwrap();
-        let c = Cut::parse("njet >= 4", &t).unwrap();
-        assert!(!c.passes(&t, 1) && c.passes(&t, 2));
-        let c = Cut::parse("pass == TRUE", &t).unwrap();
-        assert!(c.passes(&t, 1) && !c.passes(&t, 2));
-        let e = Table::parse("\"a,b\",c\n1,2\n").map(|_| ()).unwrap_err();
-        assert!(
-            e.starts_with("line 1, column 1: '\"a' is an unclosed quoted field"),
-            "{e}"
-        );
-        let e = Table::parse("a\n\"1\n").map(|_| ()).unwrap_err();
-        assert!(e.starts_with("line 2 (event 1), column 'a': "), "{e}");
     }
 }
