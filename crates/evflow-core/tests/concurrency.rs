@@ -675,65 +675,173 @@ fn intra_module_parallelism_runs_on_the_engine_pool() {
 /// finishes an event and reads the next must not go on with its new events
 /// while older ones wait in its deque (they waited until the end of the
 /// job, holding their luminosity block open). Counted on the recorded
-/// interleaving: how many later events finished before an event's first
-/// module started. Starved events are overtaken by about all the others
-/// (hundreds); an engine serving events in read order, by a few times the
-/// events in flight (the margin covers a thread taken off its core between
-/// taking an event's task and starting it, on a loaded machine). The shared
-/// queue of oversubscribed pools is a FIFO queue, fair by construction, and
-/// its threads outnumber the cores: preemption there would decide the count.
+/// interleaving, in the scheduler's decisions: how many later events
+/// finished while an event's first task waited for a thread, from a ticket
+/// taken after it was handed in to one taken before a thread took it
+/// (`ready_and_claimed`). A thread taken off its core by the OS between
+/// taking a task and starting it (the next test), or between reading an
+/// event and handing in its task, makes no decision of the scheduler.
+/// Starved events are overtaken by about all the others (hundreds); an
+/// engine serving events in read order, by a few times the events in
+/// flight. The shared queue of oversubscribed pools is a FIFO queue, fair
+/// by construction, and its threads outnumber the cores: preemption there
+/// would decide the count.
 #[test]
 fn older_events_are_not_starved_by_new_ones() {
     const EVENTS: u64 = 400;
     for (threads, k) in [(2, 8), (3, 12), (2, 32)] {
         let log = Log::new();
-        let mut p = Process::new("fair");
-        p.set_source(EmptySource::new(EVENTS));
-        p.add(Probe::new(&log, "a").work(20_000).puts(&[""]).producer());
-        p.add(
-            Probe::new(&log, "b")
-                .work(20_000)
-                .reads(&["a"])
-                .puts(&[""])
-                .producer(),
-        );
-        p.add(Probe::new(&log, "c").work(2_000).reads(&["b"]).analyzer());
-        p.end_path("e", ["c"]);
-        let report = run_watched(p, threaded(threads, k)).unwrap();
+        let report = run_watched(fairness_chain(&log, EVENTS, None), threaded(threads, k)).unwrap();
         assert_eq!(report.events, EVENTS);
         // Reads are never held back with the new events' modules: every
         // slot fills (a read queued behind older work left one empty).
         assert_eq!(report.peak_events_in_flight, k, "{threads} threads");
-        let mut first_start = BTreeMap::new();
-        let mut last_end = BTreeMap::new();
-        for e in log.execs() {
-            let n = e.event.event;
-            first_start
-                .entry(n)
-                .and_modify(|s: &mut u64| *s = (*s).min(e.start))
-                .or_insert(e.start);
-            last_end
-                .entry(n)
-                .and_modify(|s: &mut u64| *s = (*s).max(e.end))
-                .or_insert(e.end);
-        }
-        assert_eq!(first_start.len() as u64, EVENTS);
-        let worst = first_start
-            .iter()
-            .map(|(&n, &start)| {
-                let overtaken = last_end
-                    .range(n + 1..)
-                    .filter(|&(_, &end)| end < start)
-                    .count();
-                (overtaken, n)
-            })
-            .max()
-            .unwrap();
+        let execs = log.execs();
+        let (ready, claimed) = ready_and_claimed(&execs, &log.reads_at());
+        assert_eq!(claimed.len() as u64, EVENTS);
+        let (overtaken, event) = most_overtaken(&ready, &claimed, &last_ends(&execs));
         assert!(
-            worst.0 <= 3 * k + 40,
-            "{threads} threads, {k} in flight: {} later events finished before event {} started",
-            worst.0,
-            worst.1
+            overtaken <= fairness_bound(k),
+            "{threads} threads, {k} in flight: {overtaken} later events finished while \
+             event {event}'s first task waited"
         );
     }
+}
+
+/// A thread taken off its core after it took an event's task, as the OS
+/// does on a loaded machine (emulated: event 5's first module waits, before
+/// it records its start, until the log has given 1800 tickets, seven per
+/// event, that the other thread takes): counted from the start, the
+/// scheduler would be blamed for the hundreds of events finished meanwhile
+/// (how the test above once failed beside a CPU-burning process); counted
+/// from when the thread took the task, it is not.
+#[test]
+fn a_thread_off_its_core_after_taking_a_task_is_not_counted_as_starvation() {
+    const EVENTS: u64 = 400;
+    const STALLED: u64 = 5;
+    let k = 8;
+    let log = Log::new();
+    let clock = log.clone();
+    let stall: StallFn = Arc::new(move || clock.now() >= 1800);
+    let report = run_watched(
+        fairness_chain(&log, EVENTS, Some((STALLED, stall))),
+        threaded(2, k),
+    )
+    .unwrap();
+    assert_eq!(report.events, EVENTS);
+    let execs = log.execs();
+    let stalled = execs
+        .iter()
+        .find(|e| e.event.event == STALLED && &*e.label == "a")
+        .expect("the stalled execution ran");
+    assert!(stalled.start >= 1800, "the stall ended early: {stalled:?}");
+    let ends = last_ends(&execs);
+    let (from_start, event) = most_overtaken(&BTreeMap::new(), &first_starts(&execs), &ends);
+    assert!(
+        from_start > fairness_bound(k) && event == STALLED,
+        "counted from the start, event {event} was overtaken by {from_start}"
+    );
+    let (ready, claimed) = ready_and_claimed(&execs, &log.reads_at());
+    let (from_claim, event) = most_overtaken(&ready, &claimed, &ends);
+    assert!(
+        from_claim <= fairness_bound(k),
+        "counted from the claim, event {event} was overtaken by {from_claim}"
+    );
+}
+
+/// The bounds of `ready_and_claimed` on a written interleaving of two
+/// threads. Event 5 is read by thread A, which is then off its core while
+/// B reads and runs events 6 to 105: its task was handed in late, and the
+/// events B finished before are not counted; the 5 that A runs before it,
+/// once back, are. Event 5 starved instead (A, never off its core, runs
+/// all the new events first): all 105 count.
+#[test]
+fn overtaking_counts_from_the_hand_in_to_the_claim() {
+    let (a, b) = (
+        std::thread::current().id(),
+        std::thread::spawn(|| std::thread::current().id())
+            .join()
+            .unwrap(),
+    );
+    let run = |event: u64, start: u64, os_thread| Exec {
+        label: "a".into(),
+        instance: 0,
+        event: EventId::new(1, 1, event),
+        phase: Phase::Run,
+        start,
+        end: start + 1,
+        thread: None,
+        os_thread,
+        passed: Some(true),
+        pool_threads: 2,
+    };
+    let read = |event: u64, ticket: u64, os_thread| ReadAt {
+        event,
+        ticket,
+        os_thread,
+    };
+    let count = |execs: &[Exec], reads: &[ReadAt]| {
+        let (ready, claimed) = ready_and_claimed(execs, reads);
+        most_overtaken(&ready, &claimed, &last_ends(execs))
+    };
+    // B reads and runs events 6..=105 (tickets 10..410); A, back at 500,
+    // reads and runs 106..=110, then event 5.
+    let mut reads = vec![read(5, 1, a)];
+    let mut execs = Vec::new();
+    for (i, n) in (6..=105).enumerate() {
+        let t = 10 + 4 * i as u64;
+        reads.push(read(n, t, b));
+        execs.push(run(n, t + 1, b));
+    }
+    for (i, n) in (106..=110).enumerate() {
+        let t = 500 + 3 * i as u64;
+        reads.push(read(n, t, a));
+        execs.push(run(n, t + 1, a));
+    }
+    execs.push(run(5, 515, a));
+    assert_eq!(count(&execs, &reads), (5, 5));
+    // Counted from the start, all 105 would be.
+    let from_start = most_overtaken(&BTreeMap::new(), &first_starts(&execs), &last_ends(&execs));
+    assert_eq!(from_start, (105, 5));
+    // Starved: A reads event 5 at 1 and goes on running new events.
+    let a_reads: Vec<ReadAt> = reads
+        .iter()
+        .map(|r| ReadAt { os_thread: a, ..*r })
+        .collect();
+    let on_a: Vec<Exec> = execs
+        .iter()
+        .map(|e| Exec {
+            os_thread: a,
+            ..e.clone()
+        })
+        .collect();
+    assert_eq!(count(&on_a, &a_reads), (105, 5));
+}
+
+/// Later events that may finish before an event is taken: a few times the
+/// events in flight (threads finishing the events ahead of it) and a margin.
+fn fairness_bound(events_in_flight: usize) -> usize {
+    3 * events_in_flight + 40
+}
+
+/// Three modules in a chain (`a` → `b` → `c`) on `events` events; `a` may
+/// stall on one event until a condition holds.
+fn fairness_chain(log: &Arc<Log>, events: u64, stall: Option<(u64, StallFn)>) -> Process {
+    let mut p = Process::new("fair");
+    p.set_source(TicketSource::new(EmptySource::new(events), log));
+    let mut a = Probe::new(log, "a").work(20_000).puts(&[""]);
+    if let Some((event, until)) = stall {
+        a = a.stall_on(event, 5_000_000, until);
+    }
+    p.add(a.producer());
+    p.add(
+        Probe::new(log, "b")
+            .work(20_000)
+            .reads(&["a"])
+            .puts(&[""])
+            .producer(),
+    );
+    p.add(Probe::new(log, "c").work(2_000).reads(&["b"]).analyzer());
+    p.end_path("e", ["c"]);
+    p
 }

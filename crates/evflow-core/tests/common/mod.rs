@@ -106,6 +106,17 @@ pub struct Log {
     written: Mutex<Vec<Written>>,
     /// Events read by a [`CountingSource`] (or anything else using it).
     pub reads: AtomicU64,
+    /// Events read by a [`TicketSource`].
+    read_at: Mutex<Vec<ReadAt>>,
+}
+
+/// An event read by a [`TicketSource`]: the ticket taken once the source
+/// has given it, and the thread that read it.
+#[derive(Clone, Copy, Debug)]
+pub struct ReadAt {
+    pub event: u64,
+    pub ticket: u64,
+    pub os_thread: std::thread::ThreadId,
 }
 
 impl Log {
@@ -121,6 +132,9 @@ impl Log {
     }
     pub fn push(&self, e: Exec) {
         self.execs.lock().unwrap().push(e);
+    }
+    pub fn reads_at(&self) -> Vec<ReadAt> {
+        self.read_at.lock().unwrap().clone()
     }
     pub fn execs(&self) -> Vec<Exec> {
         let mut v = self.execs.lock().unwrap().clone();
@@ -284,6 +298,9 @@ pub fn unit(seed: u64, label: &str, event: u64) -> f64 {
 
 pub type PassFn = Arc<dyn Fn(EventId) -> bool + Send + Sync>;
 
+/// A condition a stalled execution waits for (yielding, bounded).
+pub type StallFn = Arc<dyn Fn() -> bool + Send + Sync>;
+
 /// An instrumented module of any kind.
 #[derive(Clone)]
 pub struct Probe {
@@ -300,6 +317,9 @@ pub struct Probe {
     pub declare_reads: bool,
     pub puts: Vec<String>,
     pub hook_fail: Option<(Hook, bool)>,
+    /// On this event, wait for the condition (yielding, at most so many
+    /// times) before recording the start.
+    pub stall: Option<(u64, u32, StallFn)>,
 }
 
 impl Probe {
@@ -317,10 +337,19 @@ impl Probe {
             declare_reads: true,
             puts: Vec::new(),
             hook_fail: None,
+            stall: None,
         }
     }
     pub fn work(mut self, iterations: u32) -> Self {
         self.work = iterations;
+        self
+    }
+    /// On `event`, waits until `until` holds (yielding, at most `max` times)
+    /// before recording the start: the engine has handed the execution to
+    /// this thread, which then makes no progress, as a thread taken off its
+    /// core by the OS on a loaded machine.
+    pub fn stall_on(mut self, event: u64, max: u32, until: StallFn) -> Self {
+        self.stall = Some((event, max, until));
         self
     }
     pub fn hold(mut self, hold: &Arc<Hold>) -> Self {
@@ -410,6 +439,11 @@ impl Probe {
     /// put outputs, decide.
     fn body(&self, ev: &Event<'_>, phase: Phase) -> ModuleResult<bool> {
         let id = ev.id();
+        if let Some((event, max, until)) = &self.stall
+            && *event == id.event
+        {
+            wait_until(*max, || until());
+        }
         let start = self.log.tick();
         for h in &self.holds {
             h.enter();
@@ -828,6 +862,43 @@ impl Source for TestSource {
     }
 }
 
+/// An [`EmptySource`] that takes a ticket of the log's sequence for each
+/// event it gives, with the thread reading it.
+pub struct TicketSource {
+    inner: EmptySource,
+    log: Arc<Log>,
+}
+
+impl TicketSource {
+    pub fn new(inner: EmptySource, log: &Arc<Log>) -> Self {
+        Self {
+            inner,
+            log: log.clone(),
+        }
+    }
+}
+
+impl Source for TicketSource {
+    fn next_event(
+        &mut self,
+        products: &mut SourceProducts,
+    ) -> Result<Option<EventId>, ModuleError> {
+        let id = self.inner.next_event(products)?;
+        if let Some(id) = id {
+            let read = ReadAt {
+                event: id.event,
+                ticket: self.log.tick(),
+                os_thread: std::thread::current().id(),
+            };
+            self.log.read_at.lock().unwrap().push(read);
+        }
+        Ok(id)
+    }
+    fn describe(&self) -> String {
+        "ticket source".into()
+    }
+}
+
 // ------------------------------------------------------------ running
 
 /// Runs `f` on its own thread; panics with "hang" if it does not finish
@@ -922,6 +993,108 @@ pub fn find_overlap(execs: &[Exec]) -> Option<(Exec, Exec)> {
         }
     }
     None
+}
+
+// ------------------------------------------------------------ overtaking
+
+/// Per event number, the first start of its executions.
+pub fn first_starts(execs: &[Exec]) -> BTreeMap<u64, u64> {
+    let mut first = BTreeMap::new();
+    for e in execs {
+        let s = first.entry(e.event.event).or_insert(e.start);
+        *s = (*s).min(e.start);
+    }
+    first
+}
+
+/// Per event number, the last end of its executions.
+pub fn last_ends(execs: &[Exec]) -> BTreeMap<u64, u64> {
+    let mut last = BTreeMap::new();
+    for e in execs {
+        let s = last.entry(e.event.event).or_insert(e.end);
+        *s = (*s).max(e.end);
+    }
+    last
+}
+
+/// What one thread recorded, in order: `(first ticket, last ticket,
+/// event, read)` of its executions and reads.
+type Timeline = Vec<(u64, u64, u64, bool)>;
+
+fn timelines(execs: &[Exec], reads: &[ReadAt]) -> Vec<Timeline> {
+    let mut by_thread: HashMap<std::thread::ThreadId, Timeline> = HashMap::new();
+    for e in execs {
+        let t = by_thread.entry(e.os_thread).or_default();
+        t.push((e.start, e.end, e.event.event, false));
+    }
+    for r in reads {
+        let t = by_thread.entry(r.os_thread).or_default();
+        t.push((r.ticket, r.ticket, r.event, true));
+    }
+    let mut all: Vec<Timeline> = by_thread.into_values().collect();
+    for t in &mut all {
+        t.sort_unstable();
+    }
+    all
+}
+
+/// When the scheduler was given each event's first task, and when a thread
+/// took it, bounded by tickets of the threads involved, so that what the
+/// OS does to a thread between two of its tickets is not counted:
+///
+/// * `ready[n]`, a ticket taken after the task was handed in: the next
+///   ticket of the thread that read the event (a thread taken off its core
+///   while reading hands the task in late), or the event's first start;
+/// * `claimed[n]`, a ticket taken before a thread took the task: the last
+///   ticket of that thread before the start (0 for none). A thread taken
+///   off its core between taking a task and starting it delays the start,
+///   not the scheduler's decision.
+///
+/// Busy threads take tickets all the time: for an event that waits while
+/// they run others, both bounds are tight.
+pub fn ready_and_claimed(
+    execs: &[Exec],
+    reads: &[ReadAt],
+) -> (BTreeMap<u64, u64>, BTreeMap<u64, u64>) {
+    let mut ready = first_starts(execs);
+    let mut claimed = BTreeMap::new();
+    for t in timelines(execs, reads) {
+        let mut before = 0;
+        for (i, &(_, end, event, read)) in t.iter().enumerate() {
+            if read {
+                if let (Some(next), Some(r)) = (t.get(i + 1), ready.get_mut(&event)) {
+                    *r = (*r).min(next.0);
+                }
+            } else {
+                let c = claimed.entry(event).or_insert(before);
+                *c = (*c).min(before);
+            }
+            before = end;
+        }
+    }
+    (ready, claimed)
+}
+
+/// The event that the most later events overtook while it waited for a
+/// thread, and how many: those whose last execution ended after
+/// `ready[event]` (0 when absent) and by `first[event]`.
+pub fn most_overtaken(
+    ready: &BTreeMap<u64, u64>,
+    first: &BTreeMap<u64, u64>,
+    last_end: &BTreeMap<u64, u64>,
+) -> (usize, u64) {
+    first
+        .iter()
+        .map(|(&n, &at)| {
+            let from = ready.get(&n).copied().unwrap_or(0);
+            let overtaken = last_end
+                .range(n + 1..)
+                .filter(|&(_, &end)| from < end && end <= at)
+                .count();
+            (overtaken, n)
+        })
+        .max()
+        .unwrap_or((0, 0))
 }
 
 /// The most events whose executions (from the first start to the last end)
