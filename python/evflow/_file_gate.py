@@ -60,6 +60,11 @@ class _Unreadable:
         self.where = where
 
 
+#: the run of a batch that came from no file the watch follows (the batch
+#: of no event an empty input runs, with the columns' types): always good
+_NO_RUN = -1
+
+
 class FileWatch:
     """Which file each batch of the job comes from, and whether each file
     read so far is good, bad or still being read. A *run* is one listing of
@@ -141,9 +146,11 @@ class FileWatch:
 
     def run_of(self, index: int) -> int:
         with self._lock:
-            return self._batch_run[index]
+            return self._batch_run[index] if index < len(self._batch_run) else _NO_RUN
 
     def status(self, run: int) -> str:
+        if run == _NO_RUN:
+            return GOOD
         with self._lock:
             return self._runs[run][1]
 
