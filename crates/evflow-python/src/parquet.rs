@@ -24,7 +24,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::File;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use arrow_array::cast::AsArray;
@@ -94,13 +94,15 @@ type Decoded = Result<Vec<RecordBatch>, Failed>;
 
 /// Row groups decoded in this process, per file (`parquet_row_groups_read`):
 /// what a test counts to see that no row group is read twice.
-static ROW_GROUPS_READ: Mutex<Vec<(String, u64)>> = Mutex::new(Vec::new());
+static ROW_GROUPS_READ: LazyLock<Mutex<HashMap<String, u64>>> = LazyLock::new(Default::default);
 
 fn count_read(path: &str, row_groups: usize) {
     let mut read = ROW_GROUPS_READ.lock().unwrap_or_else(|e| e.into_inner());
-    match read.iter_mut().find(|(p, _)| p == path) {
-        Some((_, n)) => *n += row_groups as u64,
-        None => read.push((path.to_string(), row_groups as u64)),
+    match read.get_mut(path) {
+        Some(n) => *n += row_groups as u64,
+        None => {
+            read.insert(path.to_string(), row_groups as u64);
+        }
     }
 }
 
