@@ -7,18 +7,21 @@ One command::
 
     python bench/bad_file.py                       # 6 ROOT files of 200 000 events, file 3 corrupt
     python bench/bad_file.py --files 8 --events 400000 --runs 3
+    python bench/bad_file.py --format parquet --only one-process   # the native Parquet reader
 
 Inputs (made once in ``--data-dir``, by default ``evflow-bad-file`` in the
 temporary directory): ``--files`` ROOT files of
 ``--events`` events (a float, a weight and a jagged branch, clusters of
-``--step`` entries); in a copy of the middle file, the last basket of one
-branch does not decompress, so that nearly all of its batches ran before
+``--step`` entries), or with ``--format parquet`` Parquet files (the same
+columns, zstd, row groups of ``--step`` rows, read by the native reader);
+in a copy of the middle file, the last basket of one branch (the last row
+group) does not decompress, so that nearly all of its batches ran before
 the failure (the second pass's worst case; its best case, a failure in the
 first basket, costs the first pass about nothing).
 
 Prints, per setting (one single-threaded process; a ``LocalCluster`` of
 ``--processes`` single-threaded worker processes, chunks of
-``--chunk-size`` events), the wall time of:
+``--chunk-size`` events; ``--only`` one of them), the wall time of:
 
 * ``no second pass``: ``proc.run(skip_bad_files=True)`` (this version);
 * ``second pass``: what the job cost before: the run that stops on the
@@ -45,39 +48,65 @@ import numpy as np
 import evflow as ef
 
 
-def make_inputs(d: Path, files: int, events: int, step: int) -> tuple[list[str], int]:
-    """The files (the middle one corrupt in its last basket of ``x``) and
-    the index of the corrupt one."""
+def _write(path: Path, seed: int, events: int, step: int) -> None:
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(0, 6, size=events)
+    cols = {
+        "x": rng.normal(size=events),
+        "w": rng.uniform(0.5, 1.5, size=events),
+        "pt": ak.unflatten(rng.exponential(30.0, size=int(counts.sum())), counts),
+    }
+    tmp = path.with_suffix(".tmp")
+    if path.suffix == ".parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pt = ak.to_arrow(cols["pt"], extensionarray=False)
+        table = pa.table({"x": cols["x"], "w": cols["w"], "pt": pt})
+        pq.write_table(table, tmp, row_group_size=step, compression="zstd")
+    else:
+        import uproot
+
+        with uproot.recreate(tmp, compression=uproot.ZLIB(4)) as f:
+            f.mktree("t", {"x": np.float64, "w": np.float64, "pt": "var * float64"})
+            for a in range(0, events, step):
+                f["t"].extend({c: v[a : a + step] for c, v in cols.items()})
+    os.replace(tmp, path)
+
+
+def _last_data(path: str) -> tuple[int, int]:
+    """Where the last basket of ``x`` (the last row group's ``x``) starts
+    and its compressed size."""
+    if path.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        meta = pq.ParquetFile(path).metadata
+        column = meta.row_group(meta.num_row_groups - 1).column(0)
+        start = column.dictionary_page_offset if column.has_dictionary_page else column.data_page_offset
+        return int(start), int(column.total_compressed_size)
     import uproot
 
+    branch = uproot.open(path)["t"]["x"]
+    last = branch.num_baskets - 1
+    return int(branch.member("fBasketSeek")[last]), int(branch.basket_compressed_bytes(last))
+
+
+def make_inputs(d: Path, files: int, events: int, step: int, fmt: str = "root") -> tuple[list[str], int]:
+    """The files (the middle one corrupt in its last basket, or row group,
+    of ``x``) and the index of the corrupt one."""
     d.mkdir(parents=True, exist_ok=True)
     paths = []
     for k in range(files):
-        p = d / f"events-{events}-{step}-{k}.root"
+        p = d / f"events-{events}-{step}-{k}.{fmt}"
         if not p.exists():
-            rng = np.random.default_rng(k)
-            counts = rng.integers(0, 6, size=events)
-            cols = {
-                "x": rng.normal(size=events),
-                "w": rng.uniform(0.5, 1.5, size=events),
-                "pt": ak.unflatten(rng.exponential(30.0, size=int(counts.sum())), counts),
-            }
-            tmp = p.with_suffix(".tmp")
-            with uproot.recreate(tmp, compression=uproot.ZLIB(4)) as f:
-                f.mktree("t", {"x": np.float64, "w": np.float64, "pt": "var * float64"})
-                for a in range(0, events, step):
-                    f["t"].extend({c: v[a : a + step] for c, v in cols.items()})
-            os.replace(tmp, p)
+            _write(p, k, events, step)
         paths.append(str(p))
     bad = files // 2
-    corrupt = d / f"events-{events}-{step}-{bad}-corrupt.root"
+    corrupt = d / f"events-{events}-{step}-{bad}-corrupt.{fmt}"
     if not corrupt.exists():
         data = bytearray(Path(paths[bad]).read_bytes())
-        branch = uproot.open(paths[bad])["t"]["x"]
-        last = branch.num_baskets - 1
-        seek = int(branch.member("fBasketSeek")[last])
-        size = int(branch.basket_compressed_bytes(last))
-        start = seek + size // 2
+        seek, size = _last_data(paths[bad])
+        start = seek + size // 2  # inside the compressed payload
         data[start : start + 64] = bytes(64)
         corrupt.write_bytes(bytes(data))
     paths[bad] = str(corrupt)
@@ -86,7 +115,10 @@ def make_inputs(d: Path, files: int, events: int, step: int) -> tuple[list[str],
 
 def analysis(files: list[str], step: int, skim: str) -> ef.Process:
     proc = ef.Process("bad_file_bench")
-    proc.source = ef.source.root(files, tree="t", step_size=step)
+    if files[0].endswith(".parquet"):
+        proc.source = ef.source.parquet(files, step_size=step)  # the native reader
+    else:
+        proc.source = ef.source.root(files, tree="t", step_size=step)
     proc.weight = "w"
 
     @proc.producer(consumes=["pt"], produces=["ht", "lead"])
@@ -158,7 +190,9 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--files", type=_at_least(2), default=6, help="input files (one of them corrupt)")
     p.add_argument("--events", type=_at_least(1), default=200_000, help="events per file")
-    p.add_argument("--step", type=_at_least(1), default=50_000, help="step size and ROOT cluster size")
+    p.add_argument("--step", type=_at_least(1), default=50_000, help="step size and cluster (row group) size")
+    p.add_argument("--format", choices=["root", "parquet"], default="root", help="input files")
+    p.add_argument("--only", choices=["one-process", "cluster"], help="one setting (default: both)")
     p.add_argument("--processes", type=_at_least(1), default=2)
     p.add_argument("--chunk-size", type=_at_least(1), default=100_000)
     p.add_argument("--runs", type=_at_least(1), default=2)
@@ -172,30 +206,34 @@ def main() -> int:
     args = p.parse_args()
 
     d = Path(args.data_dir)
-    files, bad = make_inputs(d, args.files, args.events, args.step)
+    files, bad = make_inputs(d, args.files, args.events, args.step, args.format)
     good = files[:bad] + files[bad + 1 :]
-    from distributed import Client, LocalCluster
+    settings: dict[str, dict[str, Any]] = {}
+    if args.only != "cluster":
+        settings["one process"] = {"threads": 1}
+    cluster = client = None
+    if args.only != "one-process":
+        from distributed import Client, LocalCluster
 
-    cluster = LocalCluster(
-        n_workers=args.processes,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=":0",
-        silence_logs=40,
-    )
-    client = Client(cluster)
-    settings = {
-        "one process": {"threads": 1},
-        f"{args.processes} worker processes": {"client": client, "chunk_size": args.chunk_size},
-    }
+        cluster = LocalCluster(
+            n_workers=args.processes,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",
+            silence_logs=40,
+        )
+        client = Client(cluster)
+        settings[f"{args.processes} worker processes"] = {"client": client, "chunk_size": args.chunk_size}
     if args.cost:
         try:
             return cost(good, args, settings, d)
         finally:
-            client.close()
-            cluster.close()
+            if client is not None:
+                client.close()
+                cluster.close()
+    where = "last row group" if args.format == "parquet" else "last basket"
     print(
-        f"{args.files} files of {args.events} events (file {bad} corrupt in its last basket), "
+        f"{args.files} {args.format} files of {args.events} events (file {bad} corrupt in its {where}), "
         f"steps of {args.step}, best of {args.runs}"
     )
     print(f"{'setting':<22} {'no second pass':>15} {'second pass':>12} {'without the file':>17} {'ratio':>6}")
@@ -220,8 +258,9 @@ def main() -> int:
                 f"{name:<22} {best['new']:>14.2f}s {best['old']:>11.2f}s {best['clean']:>16.2f}s {ratio:>5.2f}x"
             )
     finally:
-        client.close()
-        cluster.close()
+        if client is not None:
+            client.close()
+            cluster.close()
     return 0
 
 

@@ -1,10 +1,10 @@
 """``skip_bad_files=True``: input files that cannot be read, or lack a
 branch the job reads, are left out before the job starts (in one process
 here, as a distributed run does); a file whose data fail to be read during
-the job (a corrupt basket) is left out as the job goes on, its batches'
-contributions taken back (ROOT files, :mod:`evflow._file_gate`), or, where
-the reader cannot go on past it (the native Parquet reader), by running
-the job again without it. Both are listed in the result."""
+the job (a corrupt basket or row group) is left out as the job goes on,
+its batches' contributions taken back (ROOT files and the native Parquet
+reader, :mod:`evflow._file_gate`), or, where a reader cannot go on past
+it, by running the job again without it. Both are listed in the result."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def bad_files_left_out(proc: Process, columns: Sequence[str], skip: bool) -> Ite
             trimmed.files = good
             proc.source = trimmed
     watch = None
-    if skip and hasattr(proc.source, "bad_watch"):
+    if skip and _watchable(proc.source):
         from ._file_gate import FileWatch
 
         watched: Any = copy.copy(proc.source)
@@ -69,6 +69,16 @@ def bad_files_left_out(proc: Process, columns: Sequence[str], skip: bool) -> Ite
             skipped.extend(watch.left_out)
 
 
+def _watchable(source: Any) -> bool:
+    """Whether ``source``'s reader goes on past a file whose data fail to be
+    read, told of it by a :class:`~evflow._file_gate.FileWatch`."""
+    from .source import ParquetSource
+
+    if isinstance(source, ParquetSource):
+        return source.engine == "native"
+    return hasattr(source, "bad_watch")
+
+
 def with_skipped(result: Result, skipped: list[dict[str, str]]) -> Result:
     """``result`` listing the files left out (``result.skipped_files`` and
     the report's ``skipped_files``, as a distributed run's)."""
@@ -83,8 +93,9 @@ def leaving_out_unreadable(
 ) -> Result:
     """``run(left_out)`` (``left_out``: the files whose data could not be
     read, each with its entries and error); with ``skip``, a run that
-    fails on a file's data is run again without that file, so that no row
-    of it reaches a histogram, cut-flow or skim (the result is that of a
+    fails on a file's data is run again without that file (where the
+    reader cannot go on past it), so that no row of it reaches a
+    histogram, cut-flow or skim (the result is that of a
     run without the file; the file's earlier batches are not kept). With
     ``proc``, its source is trimmed for each run (and restored); else
     ``run`` leaves the files out itself. The files left out are listed in

@@ -7,6 +7,9 @@ The reader (:meth:`FileWatch.reader`) reads the steps ahead as usual; a
 step whose data cannot be read becomes a marker instead of an error. When
 the marker comes up, in step order, the file is marked bad: its remaining
 steps are not handed to the engine and the job goes on with the next file.
+The native Parquet reader does the same in Rust and tells the watch
+through :meth:`FileWatch.native` (each batch's file, a file whose row
+group fails to decode, the end).
 Every step after it is handed out only after that mark, so an accumulator
 that adds parts in batch order (:class:`~evflow._ordered.Ordered`) always
 knows, when it reaches a batch of the next file, whether the file before
@@ -58,6 +61,11 @@ class _Unreadable:
     def __init__(self, error: BaseException, where: dict[str, Any]) -> None:
         self.error = error
         self.where = where
+
+
+#: the run of a batch that came from no file the watch follows (the batch
+#: of no event an empty input runs, with the columns' types): always good
+_NO_RUN = -1
 
 
 class FileWatch:
@@ -141,9 +149,11 @@ class FileWatch:
 
     def run_of(self, index: int) -> int:
         with self._lock:
-            return self._batch_run[index]
+            return self._batch_run[index] if index < len(self._batch_run) else _NO_RUN
 
     def status(self, run: int) -> str:
+        if run == _NO_RUN:
+            return GOOD
         with self._lock:
             return self._runs[run][1]
 
@@ -162,6 +172,33 @@ class FileWatch:
             out[key] = [r for r in res[key] if r[0] not in bad]
         out["failed"] = [b for b in res["failed"] if b not in bad]
         return out
+
+    def native(self) -> _Native:
+        """What the native Parquet reader tells (``Job.set_parquet_source(watch=...)``)."""
+        return _Native(self)
+
+
+class _Native:
+    """The native Parquet reader's calls, in batch order: ``handed(path)``
+    before each batch it hands to the engine, ``unreadable(message, path,
+    start, stop)`` when a row group of ``path`` fails to decode (the reader
+    then drops the file's remaining row groups and goes on), ``ended()``
+    after the last batch."""
+
+    def __init__(self, watch: FileWatch) -> None:
+        self._watch = watch
+
+    def handed(self, file: str) -> None:
+        self._watch._handed(file)
+
+    def unreadable(self, message: str, file: str, start: int, stop: int) -> None:
+        from .source._common import unreadable
+
+        e = unreadable(message, file, start, stop)
+        self._watch._mark_bad(file, e.unreadable, e)  # type: ignore[attr-defined]
+
+    def ended(self) -> None:
+        self._watch._ended()
 
 
 def unreadable_data(error: BaseException) -> dict[str, Any] | None:

@@ -430,6 +430,7 @@ def _run_plan(
                 prefetch=source.prefetch,
                 entry_stop=source.max_events,
                 entry_start=source.entry_start,
+                watch=None if watch is None else watch.native(),
             )
         else:
             branches = list(plan.branches)

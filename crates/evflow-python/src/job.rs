@@ -101,8 +101,10 @@ impl Job {
     /// Sets the native Parquet reader: `build(columns) -> BatchData` makes
     /// the Python batch from decoded buffers (see `parquet.rs`).
     /// `entry_start` (a row-group boundary of the first file) and
-    /// `entry_stop` (events in total) select a part of the files.
-    #[pyo3(signature = (files, columns, step_size, build, prefetch=2, entry_stop=None, entry_start=0))]
+    /// `entry_stop` (events in total) select a part of the files. With a
+    /// `watch` (`skip_bad_files`), a file whose row group fails to decode is
+    /// left out and reading goes on (see `parquet.rs`).
+    #[pyo3(signature = (files, columns, step_size, build, prefetch=2, entry_stop=None, entry_start=0, watch=None))]
     #[allow(clippy::too_many_arguments)]
     fn set_parquet_source(
         &mut self,
@@ -113,6 +115,7 @@ impl Job {
         prefetch: usize,
         entry_stop: Option<u64>,
         entry_start: u64,
+        watch: Option<Py<PyAny>>,
     ) -> PyResult<()> {
         if step_size == 0 {
             return Err(PyValueError::new_err("step_size must be positive"));
@@ -125,6 +128,7 @@ impl Job {
             prefetch: prefetch.max(1),
             entry_start,
             entry_stop,
+            watch,
         }));
         Ok(())
     }

@@ -37,6 +37,7 @@ fn _evflow(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<split::SplitController>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(parquet::parquet_metadata, m)?)?;
+    m.add_function(wrap_pyfunction!(parquet::parquet_row_groups_read, m)?)?;
     m.add_function(wrap_pyfunction!(job::merge_ordering_stats, m)?)?;
     Ok(())
 }

@@ -13,10 +13,18 @@
 //! (`build.evflow_reading`, see `evflow.source.ReadBalancer`), which returns
 //! the next `(workers, depth, interval)`. Without a balancer the reader uses
 //! one worker and `prefetch + 1` batches of depth.
+//!
+//! **A row group that fails to decode** ends the job with an error naming
+//! the file, the row group and its entries; with a *watch*
+//! (`skip_bad_files`, see `evflow._file_gate`) the reader instead tells the
+//! watch which file failed, where and why, drops that file's remaining
+//! units (the workers no longer decode them) and goes on with the next
+//! file, telling the watch the file of every batch it hands out, so that
+//! the Python side takes back what the file's earlier batches gave.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::File;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use arrow_array::cast::AsArray;
@@ -51,6 +59,11 @@ pub(crate) struct ParquetSpec {
     pub entry_start: u64,
     /// Stop after this many events in total.
     pub entry_stop: Option<u64>,
+    /// With `skip_bad_files`: told of each batch's file (`handed(path)`),
+    /// of a file whose data fail to decode (`unreadable(message, path,
+    /// start, stop)`; reading goes on without the file) and of the end
+    /// (`ended()`, which fails when every file was left out).
+    pub watch: Option<Py<PyAny>>,
 }
 
 /// A piece of work for a decode worker: consecutive row groups of one file
@@ -66,8 +79,32 @@ struct Unit {
     rows: u64,
 }
 
+/// Data of a unit that failed to decode: the message (naming the file, the
+/// row groups and their entries) and the entries `[start, stop)` of the
+/// row groups that failed.
+#[derive(Clone, Debug)]
+struct Failed {
+    message: String,
+    start: u64,
+    stop: u64,
+}
+
 /// What a worker made of a unit: its batches, or the error that ends reading.
-type Decoded = Result<Vec<RecordBatch>, String>;
+type Decoded = Result<Vec<RecordBatch>, Failed>;
+
+/// Row groups decoded in this process, per file (`parquet_row_groups_read`):
+/// what a test counts to see that no row group is read twice.
+static ROW_GROUPS_READ: LazyLock<Mutex<HashMap<String, u64>>> = LazyLock::new(Default::default);
+
+fn count_read(path: &str, row_groups: usize) {
+    let mut read = ROW_GROUPS_READ.lock().unwrap_or_else(|e| e.into_inner());
+    match read.get_mut(path) {
+        Some(n) => *n += row_groups as u64,
+        None => {
+            read.insert(path.to_string(), row_groups as u64);
+        }
+    }
+}
 
 /// Reading settings and measurements, shared by the engine's source (the
 /// consumer) and the decode workers.
@@ -85,6 +122,8 @@ struct State {
     /// Units decoded or being decoded ahead of the consumer, at most.
     depth: usize,
     stop: bool,
+    /// Files left out (`skip_bad_files`): their units are not decoded.
+    bad_files: HashSet<usize>,
     // Measurements since the last checkpoint.
     decode_s: f64,
     ahead_s: f64,
@@ -136,8 +175,8 @@ pub(crate) struct ParquetSource {
     current: VecDeque<RecordBatch>,
     current_unit: Option<Unit>,
     current_entry: u64,
-    /// The unit whose decoding failed: (file, first entry, entry after).
-    failed_unit: Option<(usize, u64, u64)>,
+    /// The unit whose decoding failed: its file and what failed.
+    failed_unit: Option<(usize, Failed)>,
     next_index: u64,
     finished: bool,
     balancer: Option<Py<PyAny>>,
@@ -264,33 +303,68 @@ impl ParquetSource {
             self.interval.wait_s += waited.elapsed().as_secs_f64();
             let (decoded, bytes) = st.ready.remove(&want).expect("ready");
             st.next_deliver += 1;
+            let left_out = st.bad_files.contains(&self.units[want].file);
             drop(st);
             pipeline.changed.notify_all();
+            if left_out {
+                // Decoded ahead before its file was left out: nothing of it is handed out.
+                continue;
+            }
             self.interval.bytes += bytes as u64;
             let unit = self.units[want].clone();
             self.current_entry = unit.entry;
-            if decoded.is_err() {
-                self.failed_unit = Some((unit.file, unit.entry, unit.entry + unit.rows));
+            match decoded {
+                Ok(batches) => self.current = batches.into(),
+                Err(failed) => {
+                    let message = failed.message.clone();
+                    self.failed_unit = Some((unit.file, failed));
+                    return Err(message);
+                }
             }
-            self.current = decoded?.into();
             self.current_unit = Some(unit);
         }
     }
 
     /// Keeps, as the cause of the job's error, an `InputError` naming the
     /// file and entries whose row groups failed to decode (a corrupt
-    /// page): `skip_bad_files` leaves that file out by it, also when the
-    /// error comes back from a worker.
-    fn keep_unreadable(&self, message: &str, file: usize, start: u64, stop: u64) {
+    /// page): a distributed `skip_bad_files` leaves that file out by it
+    /// when the error comes back from a worker.
+    fn keep_unreadable(&self, file: usize, failed: &Failed) {
         let path = &self.spec.files[file];
         Python::attach(|py| {
-            let made = py
-                .import("evflow.source._common")
-                .and_then(|m| m.getattr("unreadable")?.call1((message, path, start, stop)));
+            let made = py.import("evflow.source._common").and_then(|m| {
+                m.getattr("unreadable")?
+                    .call1((&failed.message, path, failed.start, failed.stop))
+            });
             if let Ok(err) = made {
                 let _ = self.shared.python_error(py, PyErr::from_value(err), None);
             }
         });
+    }
+
+    /// `skip_bad_files`: tells the watch that `file` failed, and leaves the
+    /// file's units out (those not decoded yet are not decoded).
+    fn leave_out(
+        &self,
+        watch: &Py<PyAny>,
+        file: usize,
+        failed: &Failed,
+    ) -> Result<(), ModuleError> {
+        let path = &self.spec.files[file];
+        Python::attach(|py| {
+            watch
+                .bind(py)
+                .call_method1(
+                    "unreadable",
+                    (&failed.message, path, failed.start, failed.stop),
+                )
+                .map(|_| ())
+                .map_err(|e| self.shared.python_error(py, e, None))
+        })?;
+        let pipeline = self.pipeline.as_ref().expect("started");
+        pipeline.lock().bad_files.insert(file);
+        pipeline.changed.notify_all();
+        Ok(())
     }
 
     /// Hands the interval's measurements to the balancer and applies its
@@ -501,20 +575,57 @@ fn batch_rows(rows: u64, step: u64) -> u64 {
     rows.div_ceil(parts)
 }
 
+/// The error of the row groups of `unit` holding entries `from`..`to` of
+/// the file: the message names the file, the row groups and their entries.
+fn failed(meta: &FileMeta, path: &str, unit: &Unit, from: u64, to: u64, error: &str) -> Failed {
+    let groups = meta.metadata.metadata().row_groups();
+    let (mut first, mut last, mut start, mut stop) = (None, 0, from, to);
+    let mut entry = unit.entry;
+    for &rg in &unit.row_groups {
+        let rows = groups[rg].num_rows().max(0) as u64;
+        if entry < to && entry + rows > from {
+            if first.is_none() {
+                first = Some(rg);
+                start = entry;
+            }
+            last = rg;
+            stop = entry + rows;
+        }
+        entry += rows;
+    }
+    let which = match first {
+        Some(f) if f == last => format!("row group {f}"),
+        Some(f) => format!("row groups {f}-{last}"),
+        None => "row groups".to_string(),
+    };
+    Failed {
+        message: format!(
+            "file '{path}', {which} (entries {start}-{}): {error}",
+            stop.saturating_sub(1)
+        ),
+        start,
+        stop,
+    }
+}
+
 fn decode(meta: &FileMeta, path: &str, unit: &Unit, step: usize) -> Decoded {
-    let file = File::open(path).map_err(|e| format!("cannot open Parquet file '{path}': {e}"))?;
-    let batch = batch_rows(unit.rows, step as u64);
+    let whole = |e: String| failed(meta, path, unit, unit.entry, unit.entry + unit.rows, &e);
+    let file =
+        File::open(path).map_err(|e| whole(format!("cannot open Parquet file '{path}': {e}")))?;
+    let per_batch = batch_rows(unit.rows, step as u64);
+    count_read(path, unit.row_groups.len());
     let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta.metadata.clone())
         .with_projection(meta.mask.clone())
         .with_row_groups(unit.row_groups.clone())
-        .with_batch_size(usize::try_from(batch).unwrap_or(usize::MAX))
+        .with_batch_size(usize::try_from(per_batch).unwrap_or(usize::MAX))
         .build()
-        .map_err(|e| format!("file '{path}': {e}"))?;
+        .map_err(|e| whole(e.to_string()))?;
     let mut out = Vec::new();
     let mut left = unit.rows;
     let mut entry = unit.entry;
     for batch in reader {
-        let mut batch = batch.map_err(|e| format!("file '{path}', entries from {entry}: {e}"))?;
+        let mut batch = batch
+            .map_err(|e| failed(meta, path, unit, entry, entry + per_batch, &e.to_string()))?;
         if left == 0 {
             break;
         }
@@ -542,6 +653,13 @@ fn worker(p: &Pipeline, units: &[Unit], metas: &[FileMeta], files: &[String], st
         // before the engine took it (the job starts as a sequential reader
         // would: the first batch's modules run before the second is read).
         let within = u < st.next_deliver + st.depth && (u == 0 || st.next_deliver > 0);
+        if within && st.bad_files.contains(&units[u].file) {
+            // A unit of a file left out: nothing to decode.
+            st.next_claim += 1;
+            st.ready.insert(u, (Ok(Vec::new()), 0));
+            p.changed.notify_all();
+            continue;
+        }
         if st.decoding < st.workers && within {
             st.next_claim += 1;
             st.decoding += 1;
@@ -747,19 +865,40 @@ impl Source for ParquetSource {
             return Err(ModuleError::msg(e));
         }
         // Waiting for the decode workers holds no GIL.
-        let (file, start, batch) = match self.next_decoded() {
-            Ok(Some(x)) => x,
-            Ok(None) => {
-                self.finished = true;
-                return Ok(None);
-            }
-            Err(e) => {
-                self.finished = true;
-                self.shared.check_cancel()?;
-                if let Some((file, start, stop)) = self.failed_unit.take() {
-                    self.keep_unreadable(&e, file, start, stop);
+        let (file, start, batch) = loop {
+            match self.next_decoded() {
+                Ok(Some(x)) => break x,
+                Ok(None) => {
+                    self.finished = true;
+                    if let Some(watch) = &self.spec.watch {
+                        Python::attach(|py| {
+                            watch
+                                .bind(py)
+                                .call_method0("ended")
+                                .map(|_| ())
+                                .map_err(|e| self.shared.python_error(py, e, None))
+                        })?;
+                    }
+                    return Ok(None);
                 }
-                return Err(ModuleError::msg(e));
+                Err(e) => {
+                    let failed = self.failed_unit.take();
+                    if let (Some(watch), Some((file, failed))) = (&self.spec.watch, &failed) {
+                        self.shared.check_cancel()?;
+                        // The file is left out; the next one is read.
+                        if let Err(e) = self.leave_out(watch, *file, failed) {
+                            self.finished = true;
+                            return Err(e);
+                        }
+                        continue;
+                    }
+                    self.finished = true;
+                    self.shared.check_cancel()?;
+                    if let Some((file, failed)) = failed {
+                        self.keep_unreadable(file, &failed);
+                    }
+                    return Err(ModuleError::msg(e));
+                }
             }
         };
         let index = self.next_index;
@@ -773,6 +912,11 @@ impl Source for ParquetSource {
             };
         }
         let made = Python::attach(|py| -> PyResult<_> {
+            if let Some(watch) = &self.spec.watch {
+                watch
+                    .bind(py)
+                    .call_method1("handed", (&self.spec.files[file],))?;
+            }
             let cols = PyList::empty(py);
             for (field, array) in batch.schema().fields().iter().zip(batch.columns()) {
                 cols.append((field.name().as_str(), to_python(py, field.name(), array)?))?;
@@ -809,6 +953,21 @@ impl Source for ParquetSource {
             many => format!("{} Parquet files", many.len()),
         }
     }
+}
+
+/// Row groups the native reader decoded in this process, per file (as the
+/// job listed it): `{path: count}`, counted since the process started.
+#[pyfunction]
+pub(crate) fn parquet_row_groups_read(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    for (path, n) in ROW_GROUPS_READ
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+    {
+        d.set_item(path, n)?;
+    }
+    Ok(d)
 }
 
 /// Reads a Parquet footer: `{"num_rows", "row_groups", "columns": {name: arrow type}}`.
