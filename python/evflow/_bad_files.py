@@ -74,9 +74,7 @@ def _watchable(source: Any) -> bool:
     read, told of it by a :class:`~evflow._file_gate.FileWatch`."""
     from .source import ParquetSource
 
-    if isinstance(source, ParquetSource):
-        return source.engine == "native"
-    return hasattr(source, "bad_watch")
+    return isinstance(source, ParquetSource) or hasattr(source, "bad_watch")
 
 
 def with_skipped(result: Result, skipped: list[dict[str, str]]) -> Result:

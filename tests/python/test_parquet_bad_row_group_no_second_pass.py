@@ -71,9 +71,11 @@ def _corrupt_copy(good: list[str], tmp_path: Path, group: int) -> str:
     return str(bad)
 
 
-def _analysis(files: list[str], skim: str, log: Path, step: int = GROUP) -> ef.Process:
+def _analysis(
+    files: list[str], skim: str, log: Path, step: int = GROUP, engine: str = "native"
+) -> ef.Process:
     proc = ef.Process("parquet_bad_row_group")
-    proc.source = ef.source.parquet(files, step_size=step)  # the native reader
+    proc.source = ef.source.parquet(files, step_size=step, engine=engine)
     proc.weight = "w"
 
     @proc.producer(consumes=["x"], produces=["x_seen"])
@@ -219,3 +221,73 @@ def test_every_file_corrupt_is_an_input_error_and_writes_no_skim(good: list[str]
     ):
         _analysis([b], str(skim), tmp_path / "run.log").run(threads=1, skip_bad_files=True)
     assert not skim.exists() and not any(n.startswith(".s.parquet") for n in os.listdir(tmp_path))
+
+
+@pytest.mark.parametrize("group", [2, 0, 4], ids=["middle row group", "first row group", "last row group"])
+def test_the_pyarrow_engine_leaves_a_corrupt_file_out_without_a_second_pass(
+    good: list[str], tmp_path: Path, group: int
+) -> None:
+    """``engine="pyarrow"`` reads the files one after the other in Python:
+    the file is left out from its failing row group on, as the native
+    reader leaves it, and the other files' batches run once."""
+    a, _b, c, d = good
+    b = _corrupt_copy(good, tmp_path, group)
+    clean = _analysis([a, c, d], str(tmp_path / "clean.parquet"), tmp_path / "clean.log", engine="pyarrow")
+    clean_result = clean.run(threads=2)
+    log = tmp_path / "run.log"
+    skim = str(tmp_path / "skim.parquet")
+    result = _analysis([a, b, c, d], skim, log, engine="pyarrow").run(skip_bad_files=True, threads=2)
+
+    first = group * GROUP
+    assert result.skipped_files == [b]
+    (left,) = result.report["skipped_files"]
+    assert left["file"] == b and left["entries"] == [first, EVENTS], left
+    assert f"reading file '{b}', entries from {first}: " in left["error"], left
+    runs = _batches_run(log)
+    assert max(runs.values()) == 1, [k for k, n in runs.items() if n > 1]
+    for f in (a, c, d):
+        assert {s for (g, s) in runs if g == f} == set(range(0, EVENTS, GROUP)), f
+    assert {s for (g, s) in runs if g == b} == set(range(0, first, GROUP))
+
+    ref = _reference([0, 2, 3])
+    assert result.events == clean_result.events == 3 * EVENTS
+    for name, h in clean_result.histograms.items():
+        got = result.histograms[name]
+        assert np.array_equal(h.values(flow=True), got.values(flow=True)), name
+        assert np.array_equal(h.variances(flow=True), got.variances(flow=True)), name
+    assert np.array_equal(result.histograms["x_all"].values(), ref["x_all"])
+    assert result.cutflow["sel"].passed == ref["passed"]
+    assert pq.read_table(skim).equals(pq.read_table(str(tmp_path / "clean.parquet")))
+
+
+def test_the_pyarrow_engine_without_skip_bad_files_names_the_file_and_entries(
+    good: list[str], tmp_path: Path
+) -> None:
+    a, _b, c, _d = good
+    b = _corrupt_copy(good, tmp_path, 2)
+    with pytest.raises(ef.JobError, match=rf"reading file '{b}', entries from 2000: "):
+        _analysis([a, b, c], str(tmp_path / "s.parquet"), tmp_path / "run.log", engine="pyarrow").run(
+            threads=2
+        )
+
+
+def test_the_pyarrow_engine_on_a_cluster_leaves_a_corrupt_file_out(
+    good: list[str], tmp_path: Path, client: Any
+) -> None:
+    """On a cluster the chunk that fails names the file and its entries, so
+    the file is left out there too (before, the error named no entries and
+    failed the job)."""
+    a, _b, c, d = good
+    b = _corrupt_copy(good, tmp_path, 2)
+    clean = _analysis([a, c, d], str(tmp_path / "clean.parquet"), tmp_path / "clean.log", engine="pyarrow")
+    clean_result = clean.run(threads=2)
+    proc = _analysis([a, b, c, d], str(tmp_path / "skim"), tmp_path / "run.log", engine="pyarrow")
+    result = proc.run(skip_bad_files=True, client=client, chunk_size=2 * GROUP)
+    assert result.skipped_files == [b]
+    (left,) = result.report["skipped_files"]
+    assert left["file"] == b and left["entries"][1] == EVENTS, left
+    assert f"reading file '{b}', entries from " in left["error"], left
+    assert result.events == clean_result.events == 3 * EVENTS
+    for name, h in clean_result.histograms.items():
+        assert np.array_equal(h.values(flow=True), result.histograms[name].values(flow=True)), name
+    assert result.cutflow["sel"].passed == clean_result.cutflow["sel"].passed

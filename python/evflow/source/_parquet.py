@@ -23,6 +23,7 @@ from ._common import (
     _IterReader,
     _missing,
     _setting,
+    unreadable,
 )
 from ._readahead import ReadBalancer
 
@@ -230,20 +231,36 @@ class ParquetSource(Source):
     def _pyarrow_batches(self, columns: Sequence[str], weight: str | None) -> Iterator[BatchData]:
         from .._runtime import BatchData
 
+        # skip_bad_files (evflow._file_gate): a file whose data fail to be
+        # read is left out as the job goes on, told to the watch in batch order.
+        watch = getattr(self, "bad_watch", None)
+        tell = watch.native() if watch is not None else None
         left = self.max_events
         for path in self.files:
             start = 0
-            for rb in _record_batches(path, self.step_size, columns):
-                if left is not None:
-                    if left <= 0:
-                        return
-                    if rb.num_rows > left:
-                        rb = rb.slice(0, left)
-                    left -= rb.num_rows
-                arrays = {c: _from_arrow(rb.column(c)) for c in columns}
-                n = rb.num_rows
-                yield BatchData(arrays, n, file=path, entry_start=start, entry_stop=start + n, weight=weight)
-                start += n
+            try:
+                for rb in _record_batches(path, self.step_size, columns):
+                    if left is not None:
+                        if left <= 0:
+                            return
+                        if rb.num_rows > left:
+                            rb = rb.slice(0, left)
+                        left -= rb.num_rows
+                    arrays = {c: _from_arrow(rb.column(c)) for c in columns}
+                    n = rb.num_rows
+                    if tell is not None:
+                        tell.handed(path)
+                    yield BatchData(
+                        arrays, n, file=path, entry_start=start, entry_stop=start + n, weight=weight
+                    )
+                    start += n
+            except InputError as e:
+                where = getattr(e, "unreadable", None)
+                if tell is None or where is None:
+                    raise
+                tell.unreadable(str(e), path, *where["entries"])
+        if tell is not None:
+            tell.ended()
 
     def empty_batch(self, columns: Sequence[str], weight: str | None) -> BatchData | None:
         import awkward as ak
@@ -305,9 +322,16 @@ def _record_batches(path: str, step_size: int, columns: Sequence[str]) -> Iterat
     import pyarrow.parquet as pq
 
     start = 0
+    file = None
     try:
-        for rb in pq.ParquetFile(path).iter_batches(batch_size=step_size, columns=list(columns)):
+        file = pq.ParquetFile(path)
+        for rb in file.iter_batches(batch_size=step_size, columns=list(columns)):
             start += rb.num_rows
             yield rb
     except (OSError, ValueError) as e:
-        raise InputError(f"reading file '{path}', entries from {start}: {type(e).__name__}: {e}") from e
+        # The entries from the failure to the file's end (skip_bad_files
+        # leaves the file out from there).
+        stop = file.metadata.num_rows if file is not None else start
+        raise unreadable(
+            f"reading file '{path}', entries from {start}: {type(e).__name__}: {e}", path, start, stop
+        ) from e
