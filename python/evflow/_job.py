@@ -17,6 +17,7 @@ from ._file_gate import undo_hist
 from ._fill import add_into, check_weights, describe, fill_values, flatten
 from ._first_probe import FirstProbe, Steps
 from ._modules import Analyzer, Filter, Producer
+from ._order_hint import with_order_hint
 from ._ordered import Commit
 from ._producer_events import mark_producer_events
 from ._progress import _Progress
@@ -528,7 +529,7 @@ def _run_plan(
     if not res["ok"]:
         for out in outputs:
             out._abort()
-        raise job_error(user_error(res, plan.engine_label), report)
+        raise job_error(with_order_hint(user_error(res, plan.engine_label), proc, filter_order), report)
 
     try:
         plan.commit.finish()
