@@ -1,4 +1,5 @@
-"""What a filter's failure on a reorderable path owes to the order.
+"""The ``after=`` pairs of a reorderable path: their labels, checked when
+the path is declared, and what a filter's failure owes to the order.
 
 A cut that reads what an earlier cut guarantees (``Muon_pt[:, 0]`` after
 ``nMuon >= 1``) runs as written under ``filter_order="fixed"``, but the
@@ -9,8 +10,37 @@ keeps the two in order, instead of leaving an ``IndexError`` to decode.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import difflib
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from ._modules import Filter
+from .errors import ConfigurationError
+
+
+def after_label(
+    path: str, item: Any, pair: Any, filters: Sequence[Filter], modules: Mapping[str, Any]
+) -> str:
+    """The label of ``item``, one side of the pair ``pair`` of path
+    ``path``'s ``after=``; refused, named, when it is not one of the path's
+    ``filters`` (``modules``: the process's, to say what else it is)."""
+    labels = [f.label for f in filters]
+    head = f"path '{path}': after={tuple(pair)!r}"
+    if not isinstance(item, Filter | str):
+        raise ConfigurationError(f"{head}: {item!r} is neither a filter nor a filter's label")
+    label = item if isinstance(item, str) else item.label
+    if label in labels:
+        return label
+    if isinstance(modules.get(label), Filter):
+        why = f"'{label}' is a filter of the process but not on this path (list it in the path's filters)"
+    elif label in modules:
+        why = f"'{label}' is a {type(modules[label]).__name__.lower()}, not a filter of the path"
+    else:
+        close = difflib.get_close_matches(label, labels, n=1)
+        why = f"no filter of the path is labelled '{label}'" + (
+            f" (did you mean '{close[0]}'?)" if close else ""
+        )
+    raise ConfigurationError(f"{head}: {why}; its filters are {', '.join(labels)}")
 
 
 def _must_follow(pairs: Sequence[tuple[str, str]], label: str) -> set[str]:
