@@ -17,7 +17,7 @@ from ._file_gate import undo_hist
 from ._fill import add_into, check_weights, describe, fill_values, flatten
 from ._first_probe import FirstProbe, Steps
 from ._modules import Analyzer, Filter, Producer
-from ._order_hint import with_order_hint
+from ._order_hint import with_failed_hints, with_order_hint
 from ._ordered import Commit
 from ._producer_events import mark_producer_events
 from ._progress import _Progress
@@ -542,6 +542,7 @@ def _run_plan(
         raise
 
     assert report is not None
+    with_failed_hints(report, res["records"], proc, filter_order)
     if res.get("trace"):
         report["trace"] = json.loads(res["trace"])
     report["cpu_s"] = _cpu_seconds() - cpu0

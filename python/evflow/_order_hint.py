@@ -108,3 +108,17 @@ def with_order_hint(res: dict[str, Any], proc: Any, filter_order: str) -> dict[s
         hint = reordered_hint(err, res.get("records") or (), list(proc.paths.values()), filter_order)
         err["message"] = f"{err.get('message', '')}{hint}"
     return res
+
+
+def with_failed_hints(
+    report: dict[str, Any], records: Sequence[Sequence[Any]], proc: Any, filter_order: str
+) -> None:
+    """The batches ``on_error="skip"`` left out (``report["failed_events"]``,
+    an engine event being batch ``event - 1``) get :func:`reordered_hint`
+    in their messages, as a failing job's error does."""
+    paths = list(proc.paths.values())
+    for entry in report.get("failed_events", []):
+        err = {"kind": "module", "module": entry.get("module"), "batch": entry.get("event", 0) - 1}
+        if entry.get("path"):
+            err["path"] = entry["path"]
+        entry["message"] = f"{entry.get('message', '')}{reordered_hint(err, records, paths, filter_order)}"

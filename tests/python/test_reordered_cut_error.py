@@ -51,6 +51,14 @@ def test_the_error_names_the_order_and_the_after_pair() -> None:
     assert "proc.path('sel', ..., after=[('lead_muon_pt', 'one_muon')])" in message
 
 
+def test_batches_left_out_by_on_error_skip_say_it_too() -> None:
+    result = _process([]).run(threads=2, on_error="skip")
+    failed = result.report["failed_events"]
+    assert failed and all(e["module"] == "lead_muon_pt" for e in failed)
+    assert all("after=[('lead_muon_pt', 'one_muon')]" in e["message"] for e in failed)
+    assert "after=[('lead_muon_pt', 'one_muon')]" in result.summary()
+
+
 def test_with_the_pair_the_job_runs_and_counts_as_written() -> None:
     adaptive = _process([("lead_muon_pt", "one_muon")]).run(threads=2)
     fixed = _process([]).run(threads=2, filter_order="fixed")
