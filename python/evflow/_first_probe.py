@@ -119,7 +119,9 @@ class FirstProbe:
             for j in preds[i]:
                 at &= np.asarray(known[j]) & np.asarray(passed[j])
             mine = events[at]
-            probe = getattr(runner, "probe", None)
+            # Its own calls are timed: not a probe that remembers what it
+            # decided for another path (``_shared_probe``).
+            probe = getattr(runner, "timed_probe", None) or getattr(runner, "probe", None)
             if probe is None or len(mine) == 0:
                 continue
             # A filter on several paths decides the same events alike, in
