@@ -45,8 +45,18 @@ class FirstProbe:
         #: path: ``after=`` is how a cut guards the next one
         #: (``nJet >= 2`` before ``Jet_pt[:, 1]``).
         self.preds: dict[int, list[set[int]]] = {}
+        #: Per path, its filters' labels (written order).
+        self.labels: dict[int, list[str]] = {}
+        #: What a filter decided and took on the events of a probe, by label
+        #: and events, for the paths probed on the same batch (see
+        #: ``_shared_step``); only the batch last probed is kept.
+        self._steps: dict[
+            tuple[str, bytes], tuple[list[bool], list[bool], list[tuple[float, int]], ProducerTimings]
+        ] = {}
+        self._batch: tuple[Any, ...] = ()
         for path in (paths or {}).values():
             labels = [f.label for f in path.filters]
+            self.labels[(path_index or {})[path.name]] = labels
             preds: list[set[int]] = [set() for _ in labels]
             for later, earlier in path.after:
                 preds[labels.index(later)].add(labels.index(earlier))
@@ -94,6 +104,10 @@ class FirstProbe:
         # thin), taken out of the chunks' timings so that they measure what
         # grows with the events.
         preds = self.preds.get(path) or [set() for _ in steps]
+        labels = self.labels.get(path)
+        batch = (id(data), data.index, data.n, data.entry_start, data.file)
+        if batch != self._batch:
+            self._steps, self._batch = {}, batch
         n = len(events)
         known = [[False] * n for _ in steps]
         passed = [[False] * n for _ in steps]
@@ -105,10 +119,25 @@ class FirstProbe:
             for j in preds[i]:
                 at &= np.asarray(known[j]) & np.asarray(passed[j])
             mine = events[at]
-            probe = getattr(runner, "probe", None)
+            # Its own calls are timed: not a probe that remembers what it
+            # decided for another path (``_shared_probe``).
+            probe = getattr(runner, "timed_probe", None) or getattr(runner, "probe", None)
             if probe is None or len(mine) == 0:
                 continue
+            # A filter on several paths decides the same events alike, in
+            # the same time: the paths probed after the first one take its
+            # decisions and timings, with those of the producers it ran,
+            # instead of calling it again (three paths of systematic
+            # variations sharing their cuts probed each cut three times).
+            shared = (labels[i], mine.tobytes()) if labels else None
+            if shared in self._steps:
+                k, ok, seconds[i], ran = self._steps[shared]
+                producers.extend(ran)
+                for p, kk, oo in zip(np.flatnonzero(at), k, ok, strict=True):
+                    known[i][p], passed[i][p] = kk, oo
+                continue
             cache = caches.setdefault(mine.tobytes(), {})
+            before = len(producers)
             raw = [self._product(data, mine, tag, cache, producers) for tag in tags]
             if any(r is None for r in raw):
                 continue
@@ -146,6 +175,8 @@ class FirstProbe:
                     t = grows * size / (size - len(few))
                 timings.append((t, size))
             seconds[i] = timings
+            if shared is not None:
+                self._steps[shared] = (k, ok, timings, producers[before:])
             positions = np.flatnonzero(at)
             for p, kk, oo in zip(positions, k, ok, strict=True):
                 known[i][p] = kk

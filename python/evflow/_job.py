@@ -17,10 +17,12 @@ from ._file_gate import undo_hist
 from ._fill import add_into, check_weights, describe, fill_values, flatten
 from ._first_probe import FirstProbe, Steps
 from ._modules import Analyzer, Filter, Producer
+from ._order_hint import with_failed_hints, with_order_hint
 from ._ordered import Commit
 from ._producer_events import mark_producer_events
 from ._progress import _Progress
 from ._report_labels import user_error, user_labels, user_name
+from ._shared_probe import shared_probe
 from ._shared_work import share_products
 from .errors import Aborted, ConfigurationError, Interrupted, MissingBranchError, job_error, with_product_hint
 from .source import Source
@@ -139,6 +141,7 @@ class _Plan:
                 self._add(
                     "analyzer", m.label, runner, products, [], m.concurrency, m.resources, after=m.after
                 )
+        probes: dict[str, Any] = {}  # per filter on several paths: its one probe
         for path in proc.paths.values():
             for step, f in enumerate(path.filters):
                 products, names = self._consumes(f.label, f.consumes)
@@ -148,6 +151,9 @@ class _Plan:
                     runner = dr.filter_runner(f.label, f.fn, f.device, names, products, split)
                 else:
                     runner = rt.filter_runner(f.label, f.fn, names, products)
+                if len(occurrences[f.label]) > 1:  # the first probe times its own calls
+                    runner.timed_probe = runner.probe  # type: ignore[attr-defined]
+                    runner.probe = probes.setdefault(f.label, shared_probe(runner.probe))  # type: ignore[attr-defined]
                 conc, res = f.concurrency, f.resources
                 if len(occurrences[f.label]) > 1 and conc == "serial":
                     conc, res = "exclusive", [f"evflow.filter.{f.label}"]
@@ -529,7 +535,7 @@ def _run_plan(
     if not res["ok"]:
         for out in outputs:
             out._abort()
-        raise job_error(user_error(res, plan.engine_label), report)
+        raise job_error(with_order_hint(user_error(res, plan.engine_label), proc, filter_order), report)
 
     try:
         plan.commit.finish()
@@ -542,6 +548,7 @@ def _run_plan(
         raise
 
     assert report is not None
+    with_failed_hints(report, res["records"], proc, filter_order)
     if res.get("trace"):
         report["trace"] = json.loads(res["trace"])
     report["cpu_s"] = _cpu_seconds() - cpu0

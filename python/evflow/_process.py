@@ -28,6 +28,7 @@ from ._modules import (
     check_progress,
     check_weight_storage,
 )
+from ._order_hint import after_label
 from ._shared_work import producer_key
 from .errors import ConfigurationError
 from .output import ParquetOutput
@@ -285,13 +286,7 @@ class Process:
                 raise ConfigurationError(
                     f"path '{name}': after= takes pairs (later, earlier) of its filters, not {pair!r}"
                 )
-            later, earlier = pair
-            a = later if isinstance(later, str) else later.label
-            b = earlier if isinstance(earlier, str) else earlier.label
-            if a not in [f.label for f in fs] or b not in [f.label for f in fs]:
-                raise ConfigurationError(
-                    f"path '{name}': after=({a!r}, {b!r}) names a filter not on the path"
-                )
+            a, b = (after_label(name, x, pair, fs, self.modules) for x in pair)
             pairs.append((a, b))
         p = Path(name, fs, reorderable, pairs)
         self.paths[name] = p
