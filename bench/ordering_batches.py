@@ -3,6 +3,7 @@
     python bench/ordering_batches.py                      # 3 000 000 events, 2 threads, 3 runs
     python bench/ordering_batches.py --events 1000000 --runs 2
     python bench/ordering_batches.py --runs 10 --neighbour   # beside a CPU-burning process
+    python bench/ordering_batches.py --paths 3               # three paths sharing the cuts
 
 Six cuts on the synthetic NanoAOD-like source, written in a poor order, with
 running times proportional to the events they see (calibrated sleeps, 0.2 to
@@ -14,7 +15,9 @@ batches included), divided by the per-event oracle's: the best order for the
 per-event decisions (numpy, every event), by exhaustive search. With
 ``--neighbour``, a Python busy loop competes for the cores during the runs
 (as in ``bench/ordering_heldout.py``), so that the figure under load is
-reproducible.
+reproducible. With ``--paths N`` the same six filters are on N reorderable
+paths (systematic variations sharing their cuts), and the figure is the
+work per path.
 """
 
 from __future__ import annotations
@@ -76,10 +79,11 @@ def oracle(d: dict[str, np.ndarray]) -> tuple[tuple[str, ...], float]:
     return best
 
 
-def add_cuts(proc: ef.Process, spec, seen) -> None:
+def add_cuts(proc: ef.Process, spec, seen, paths: int = 1) -> None:
     """The six cuts as filters of a reorderable path ``sel`` of ``proc``,
-    in the written order; every call tells ``seen(name, events)`` and then
-    sleeps the cut's cost for its events."""
+    in the written order (with ``paths`` above 1, also of paths ``sel_1``
+    ... as systematic variations sharing their cuts do); every call tells
+    ``seen(name, events)`` and then sleeps the cut's cost for its events."""
     column = {"met": "MET_pt", "ht": "Jet_pt", "nj": "nJet", "nmu": "nMuon"}
 
     def make(name: str):
@@ -97,10 +101,13 @@ def add_cuts(proc: ef.Process, spec, seen) -> None:
         return proc.filter(consumes=[column[var]], label=name)(cut)
 
     filters = {name: make(name) for name in WRITTEN}
-    proc.path("sel", [filters[n] for n in WRITTEN], reorderable=True)
+    for k in range(paths):
+        proc.path("sel" if k == 0 else f"sel_{k}", [filters[n] for n in WRITTEN], reorderable=True)
 
 
-def run(events: int, step: int, seed: int, threads: int, spec, policy: str) -> tuple[float, list[str], float]:
+def run(
+    events: int, step: int, seed: int, threads: int, spec, policy: str, paths: int = 1
+) -> tuple[float, list[str], float]:
     proc = ef.Process("batches")
     proc.source = ef.source.synthetic(events, step_size=step, seed=seed)
     work = dict.fromkeys(COST, 0)
@@ -108,11 +115,11 @@ def run(events: int, step: int, seed: int, threads: int, spec, policy: str) -> t
     def seen(name: str, n: int) -> None:
         work[name] += n
 
-    add_cuts(proc, spec, seen)
+    add_cuts(proc, spec, seen, paths)
     t0 = time.perf_counter()
     r = proc.run(threads=threads, filter_order=policy)
     wall = time.perf_counter() - t0
-    spent = sum(COST[n] * work[n] for n in COST) / r.events
+    spent = sum(COST[n] * work[n] for n in COST) / r.events / paths
     return spent, r.cutflow["sel"].order, wall
 
 
@@ -124,6 +131,12 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--neighbour", action="store_true", help="with a CPU-burning neighbour process")
     ap.add_argument("--no-fixed", action="store_true", help="without the written order's run")
+    ap.add_argument(
+        "--paths",
+        type=int,
+        default=1,
+        help="reorderable paths sharing the six cuts (work per path over the oracle)",
+    )
     args = ap.parse_args()
     seed = 5
     cols = columns(args.events, args.step_size, seed)
@@ -156,7 +169,7 @@ def measure(
     neighbour: bool,
 ) -> int:
     print(
-        f"{args.events} events, batches of {args.step_size}, {args.threads} threads, "
+        f"{args.events} events, batches of {args.step_size}, {args.threads} threads, {args.paths} path(s), "
         f"neighbour: {'a busy loop' if neighbour else 'none'}, load average {os.getloadavg()[0]:.1f}"
     )
     print(
@@ -167,7 +180,9 @@ def measure(
     ratios = []
     for policy in ("adaptive", "fixed"):
         for k in range(args.runs if policy == "adaptive" else 0 if args.no_fixed else 1):
-            spent, order, wall = run(args.events, args.step_size, seed, args.threads, spec, policy)
+            spent, order, wall = run(
+                args.events, args.step_size, seed, args.threads, spec, policy, args.paths
+            )
             print(f"| {policy} | {k + 1} | {spent / best:.3f} | {' > '.join(order)} | {wall:.1f} |")
             sys.stdout.flush()
             if policy == "adaptive":
