@@ -352,4 +352,41 @@ mod tests {
             );
         }
     }
+
+    /// Step 0 (`mass`, 40% pass) and step 1 (a jet cut, 30%) are
+    /// independent; 20 complete samples say so. The order in force,
+    /// `0 > 1 > 2`, ran on 30 000 events; an earlier one, `1 > 0 > 2`, on
+    /// 64, of which 25 passed step 1 and failed step 0 (11.5 expected).
+    /// Raked to those 64 events with the weight of the 20 samples, the
+    /// estimate had 60% of the events step 0 rejects pass step 1; weighed
+    /// against every event counted, it keeps the samples' 30%.
+    #[test]
+    fn an_earlier_orders_few_events_do_not_decide_a_stratum_of_the_order_in_force() {
+        let complete =
+            |pass: u64, count: usize| std::iter::repeat_n(Sample { known: 0b111, pass }, count);
+        let samples: Vec<Sample> = complete(0b111, 2)
+            .chain(complete(0b101, 6))
+            .chain(complete(0b110, 4))
+            .chain(complete(0b100, 8))
+            .collect();
+        let epochs = [
+            Epoch {
+                order: vec![1, 0, 2],
+                stops: vec![35, 25, 0, 4],
+            },
+            Epoch {
+                order: vec![0, 1, 2],
+                stops: vec![18_000, 8_400, 0, 3_600],
+            },
+        ];
+        let (joint, _) = estimate(3, &epochs, &samples);
+        let failed_0 = 1.0 - joint.pass_all(0b001);
+        let failed_0_passed_1 = joint.pass_all(0b010) - joint.pass_all(0b011);
+        let share = failed_0_passed_1 / failed_0;
+        assert!(
+            (share - 0.3).abs() < 0.05,
+            "{share:.3} of the events step 0 rejects pass step 1"
+        );
+        assert!((failed_0 - 0.6).abs() < 0.01, "P(fail 0) = {failed_0}");
+    }
 }
