@@ -120,7 +120,13 @@ const RAKE_SWEEPS: usize = 4;
 /// the vectors that a step of the epoch's order rejects first are scaled
 /// so that their share is the epoch's share of events rejected there,
 /// shrunk towards the estimate's own share with the weight of `prior`
-/// events (an epoch of a few events moves it little). The post-stratified
+/// events for the order in force, and of `prior` plus every other epoch's
+/// events for an earlier one (an epoch of a few events moves it little).
+/// With the samples' weight alone, an order that ran on 64 events before
+/// 40 000 of the next kept the composition of a stratum of the order in
+/// force that its few events happened to see (3 of 3 events rejected by
+/// `mass` passed the jet cuts, where 26% of them do), and with it a wrong
+/// order to the end (`tests/ordering_earlier_orders.rs`). The post-stratified
 /// mixture gives each epoch's counts a share of the estimate only, and the
 /// pass rates along the order in force were those of its events mixed
 /// with the samples' view of the earlier orders' events; raked, the
@@ -152,12 +158,21 @@ fn rake(list: &mut Vec<(u64, f64)>, epochs: &[Epoch], prior: f64) {
         })
         .collect();
     let mut mass = vec![0.0f64; n + 1];
+    let counted: u64 = epochs.iter().map(|e| e.stops.iter().sum::<u64>()).sum();
+    let last = epochs.len().saturating_sub(1);
     for _ in 0..RAKE_SWEEPS {
-        for (e, strata) in epochs.iter().zip(&strata) {
+        for (i, (e, strata)) in epochs.iter().zip(&strata).enumerate() {
             let events: u64 = e.stops.iter().sum();
             if events == 0 {
                 continue;
             }
+            // An earlier order's counts weigh against every other event
+            // the estimate rests on, not against the samples alone.
+            let prior = if i == last {
+                prior
+            } else {
+                prior + (counted - events) as f64
+            };
             mass.iter_mut().for_each(|m| *m = 0.0);
             for (&(_, w), &k) in list.iter().zip(strata) {
                 mass[k] += w;
@@ -336,5 +351,42 @@ mod tests {
                 "P(pass {set:03b}) = {p}, the stop counts say {exact}"
             );
         }
+    }
+
+    /// Step 0 (`mass`, 40% pass) and step 1 (a jet cut, 30%) are
+    /// independent; 20 complete samples say so. The order in force,
+    /// `0 > 1 > 2`, ran on 30 000 events; an earlier one, `1 > 0 > 2`, on
+    /// 64, of which 25 passed step 1 and failed step 0 (11.5 expected).
+    /// Raked to those 64 events with the weight of the 20 samples, the
+    /// estimate had 60% of the events step 0 rejects pass step 1; weighed
+    /// against every event counted, it keeps the samples' 30%.
+    #[test]
+    fn an_earlier_orders_few_events_do_not_decide_a_stratum_of_the_order_in_force() {
+        let complete =
+            |pass: u64, count: usize| std::iter::repeat_n(Sample { known: 0b111, pass }, count);
+        let samples: Vec<Sample> = complete(0b111, 2)
+            .chain(complete(0b101, 6))
+            .chain(complete(0b110, 4))
+            .chain(complete(0b100, 8))
+            .collect();
+        let epochs = [
+            Epoch {
+                order: vec![1, 0, 2],
+                stops: vec![35, 25, 0, 4],
+            },
+            Epoch {
+                order: vec![0, 1, 2],
+                stops: vec![18_000, 8_400, 0, 3_600],
+            },
+        ];
+        let (joint, _) = estimate(3, &epochs, &samples);
+        let failed_0 = 1.0 - joint.pass_all(0b001);
+        let failed_0_passed_1 = joint.pass_all(0b010) - joint.pass_all(0b011);
+        let share = failed_0_passed_1 / failed_0;
+        assert!(
+            (share - 0.3).abs() < 0.05,
+            "{share:.3} of the events step 0 rejects pass step 1"
+        );
+        assert!((failed_0 - 0.6).abs() < 0.01, "P(fail 0) = {failed_0}");
     }
 }
