@@ -124,9 +124,10 @@ const RAKE_SWEEPS: usize = 4;
 /// events for an earlier one (an epoch of a few events moves it little).
 /// With the samples' weight alone, an order that ran on 64 events before
 /// 40 000 of the next kept the composition of a stratum of the order in
-/// force that its few events happened to see (3 of 3 events rejected by
-/// `mass` passed the jet cuts, where 26% of them do), and with it a wrong
-/// order to the end (`tests/ordering_earlier_orders.rs`). The post-stratified
+/// force that its few events happened to see (3 of 3 events that a costly
+/// step rejected passed the cheap cuts it had run before, where 26% of
+/// such events do), and with it a wrong order to the end
+/// (`tests/ordering_earlier_orders.rs`). The post-stratified
 /// mixture gives each epoch's counts a share of the estimate only, and the
 /// pass rates along the order in force were those of its events mixed
 /// with the samples' view of the earlier orders' events; raked, the
