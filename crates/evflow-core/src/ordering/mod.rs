@@ -44,6 +44,7 @@ mod exchange_outside;
 pub mod model;
 mod planner;
 mod policy;
+mod precedence;
 
 use std::sync::Arc;
 
@@ -54,6 +55,7 @@ pub use exchange::{
 };
 pub use planner::OrderingPlanner;
 pub use policy::{OrderingOptions, Policy, Tuning};
+pub use precedence::PrecedenceRefused;
 
 use crate::options::PlannerFactory;
 

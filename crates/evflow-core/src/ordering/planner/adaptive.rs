@@ -116,7 +116,7 @@ impl OrderingPlanner {
             }
         }
         if changed {
-            settle_constraints(&mut st.rates, &d.preds, &st.heavy);
+            settle_constraints(&mut st.rates, &d.preds(), &st.heavy);
             let groups = read(&d.current).groups.clone();
             d.put_current(groups, st);
         }
@@ -176,14 +176,15 @@ impl OrderingPlanner {
             return;
         }
         let prior = PRIOR_SAMPLES / (PRIOR_SAMPLES + samples.len() as f64);
-        let pm = PassModel::new(joint, d.ideals.as_ref(), q, prior);
+        let ideals = d.ideals();
+        let pm = PassModel::new(joint, ideals.as_deref(), q, prior);
         let cur_cost = pm.cost(&st.costs, &st.shared, &cur.groups);
         let mut changed = false;
         let mut in_force = cur.clone();
         let mut cost = cur_cost;
         st.contender.clear();
         if samples.len() >= MIN_SAMPLES_TO_REORDER {
-            let (order, method) = match &d.ideals {
+            let (order, method) = match &ideals {
                 Some(ideals) => {
                     let dp = ideals.best_order(&st.costs, &st.shared, &pm.table);
                     (
@@ -192,11 +193,11 @@ impl OrderingPlanner {
                     )
                 }
                 None => (
-                    model::greedy_order(&st.costs, &st.shared, &d.preds, &pm.joint),
+                    model::greedy_order(&st.costs, &st.shared, &d.preds(), &pm.joint),
                     "A-Greedy (too many prefix sets for the exact search)".to_string(),
                 ),
             };
-            let groups = group_expensive(&order, &st.costs, &d.preds, t.concurrent_above_s);
+            let groups = group_expensive(&order, &st.costs, &d.preds(), t.concurrent_above_s);
             let new_cost = pm.cost(&st.costs, &st.shared, &groups);
             // Orders compete on their sequential cost; the grouping (a latency
             // option that costs work) is applied to the winner.
@@ -270,7 +271,7 @@ impl OrderingPlanner {
                     moved: prefix_differs(&cur_order, &order),
                     refuted: None,
                 });
-                let current = make_current(&d.steps, groups, &st.rates, st.targets(&d.preds));
+                let current = make_current(&d.steps, groups, &st.rates, st.targets(&d.preds()));
                 in_force = self.install(d, current, n_obs, reason);
                 st.drift = DriftState::default();
                 // Keep the counts of the order left.
@@ -415,7 +416,7 @@ impl OrderingPlanner {
                 heavy_rate(t, st.learning, budget, expected, probe[j], n_heavy).min(cheap_rate)
             };
         }
-        settle_constraints(&mut st.rates, &d.preds, &heavy);
+        settle_constraints(&mut st.rates, &d.preds(), &heavy);
         // An open question between the order in force and a better looking
         // one (`contender`): it is answered by the pass rates
         // of the cheap steps that the contender runs earlier, on the events

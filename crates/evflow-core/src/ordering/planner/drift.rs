@@ -112,7 +112,7 @@ impl OrderingPlanner {
                 );
             }
         }
-        settle_constraints(&mut st.rates, &d.preds, &st.heavy);
+        settle_constraints(&mut st.rates, &d.preds(), &st.heavy);
         // Re-learning measures after every rejection alike.
         st.targeted.clear();
         d.put_current(cur.groups.clone(), st);

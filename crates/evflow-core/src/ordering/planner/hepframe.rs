@@ -29,7 +29,7 @@ impl OrderingPlanner {
                 }
             })
             .collect();
-        let levels = model::hepframe_levels(&st.costs, &pass, &d.preds);
+        let levels = model::hepframe_levels(&st.costs, &pass, &d.preds());
         let groups: Vec<Vec<usize>> = if t.hepframe_concurrent {
             levels
         } else {

@@ -4,15 +4,67 @@
 //! timings decide the order at once (see `docs/filter-ordering.md`, "The
 //! first decision: a probe before the path").
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::OrderingPlanner;
 use super::state::*;
 use crate::graph::PathIdx;
 use crate::ordering::costs::ProbedProducer;
+use crate::ordering::model::{self, Ideals};
 use crate::ordering::policy::Policy;
+use crate::ordering::precedence::PrecedenceRefused;
 
 impl OrderingPlanner {
+    /// Adds precedence constraints to `path`, `(earlier, later)` positions
+    /// in its written order, as if the path had been declared with them:
+    /// only before its first decision (an `adaptive` path without samples,
+    /// see [`wants_first_probe`](Self::wants_first_probe)), and refused,
+    /// leaving the path as it was, when they make a cycle or the order in
+    /// force breaks them. The probe before the first decision infers them
+    /// for a cut that fails where a cut written before it did not pass
+    /// (`Muon_pt[:, 0]` after `nMuon >= 1`).
+    pub fn add_precedence(
+        &self,
+        path: PathIdx,
+        pairs: &[(usize, usize)],
+    ) -> Result<(), PrecedenceRefused> {
+        if !self.wants_first_probe(path) {
+            return Err(PrecedenceRefused::Decided);
+        }
+        let Slot::Dynamic(d) = &self.paths[path] else {
+            return Err(PrecedenceRefused::Decided);
+        };
+        let mut preds = d.preds().as_ref().clone();
+        for &(a, b) in pairs {
+            if a >= preds.len().min(64) || b >= preds.len().min(64) || a == b {
+                return Err(PrecedenceRefused::Position(a, b));
+            }
+            preds[b] |= 1 << a;
+            let closure = model::transitive_closure(&preds);
+            if closure.iter().enumerate().any(|(j, &c)| c & 1 << j != 0) {
+                return Err(PrecedenceRefused::Cycle(a, b));
+            }
+        }
+        let order: Vec<usize> = d
+            .order_now
+            .iter()
+            .map(|o| o.load(Relaxed) as usize)
+            .collect();
+        if !model::respects(&order, &preds) {
+            return Err(PrecedenceRefused::OrderInForce);
+        }
+        // The exact search walks the feasible prefix sets: fewer now.
+        let ideals = if d.policy == Policy::Adaptive {
+            Ideals::new(&preds, self.tuning.max_dp_states).map(Arc::new)
+        } else {
+            None
+        };
+        *d.ideals.write().unwrap_or_else(|e| e.into_inner()) = ideals;
+        *d.preds.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(preds);
+        Ok(())
+    }
+
     /// Whether a batch about to enter `path` should first run a probe of
     /// its events through every step and hand it to
     /// [`decide_from_probe`](Self::decide_from_probe): an `adaptive` path
@@ -89,5 +141,94 @@ impl OrderingPlanner {
         self.observe_event_samples(path, samples);
         d.next_check.store(0, Relaxed);
         self.checkpoint(d, d.observed.load(Relaxed));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ordering::OrderingPlanner;
+    use crate::ordering::PrecedenceRefused;
+    use crate::ordering::planner::state::Slot;
+    use crate::ordering::policy::{OrderingOptions, Policy};
+    use crate::{
+        EmptySource, Event, Filter, ModuleDesc, ModuleResult, PathDesc, Process, Transitions,
+    };
+
+    struct Driven;
+    impl Transitions for Driven {}
+    impl Filter for Driven {
+        fn filter(&self, _: &Event<'_>) -> ModuleResult<bool> {
+            unreachable!("the planner is driven by hand")
+        }
+    }
+
+    /// One reorderable `adaptive` path written `guard > cut > other`.
+    fn planner() -> OrderingPlanner {
+        let mut proc = Process::new("guarded");
+        proc.set_source(EmptySource::new(1));
+        for label in ["guard", "cut", "other"] {
+            proc.add(ModuleDesc::filter(label, Driven));
+        }
+        proc.add_path(PathDesc::new("sel", ["guard", "cut", "other"]).reorderable(true));
+        OrderingPlanner::new(
+            &proc.compile().unwrap(),
+            &OrderingOptions::new(Policy::Adaptive),
+        )
+    }
+
+    /// A probe on which `cut` (10% pass, 1 µs) would go first, before
+    /// `guard` (90%, 2 µs) and `other` (50%, 3 µs).
+    fn decide(planner: &OrderingPlanner) {
+        let rows: Vec<(u64, u64)> = (0..4096u64)
+            .map(|k| {
+                let pass = u64::from(k % 10 != 0) | u64::from(k % 10 == 0) << 1 | (k % 2) << 2;
+                (0b111, pass)
+            })
+            .collect();
+        let chunks = |s: f64| vec![(s, 1024); 4];
+        planner.decide_from_probe(0, &rows, &[chunks(2e-3), chunks(1e-3), chunks(3e-3)], &[]);
+    }
+
+    /// Constraints added before the first decision bind it as declared
+    /// ones do: the cut stays after its guard, where without them it
+    /// would run first.
+    #[test]
+    fn an_added_constraint_binds_the_first_decision() {
+        let free = planner();
+        decide(&free);
+        assert_eq!(free.current_order(0)[0], "cut");
+
+        let guarded = planner();
+        assert_eq!(guarded.add_precedence(0, &[(0, 1)]), Ok(()));
+        decide(&guarded);
+        let order = guarded.current_order(0);
+        let at = |l: &str| order.iter().position(|o| o == l).unwrap();
+        assert!(at("guard") < at("cut"), "{order:?}");
+        // After the first decision the path's constraints are final.
+        assert_eq!(
+            guarded.add_precedence(0, &[(2, 1)]),
+            Err(PrecedenceRefused::Decided)
+        );
+    }
+
+    /// A cycle (with the constraints added before, or among the new ones)
+    /// is refused as a whole and leaves the path as it was.
+    #[test]
+    fn a_cycle_is_refused_and_changes_nothing() {
+        let planner = planner();
+        assert_eq!(planner.add_precedence(0, &[(0, 1)]), Ok(()));
+        assert_eq!(
+            planner.add_precedence(0, &[(1, 2), (2, 0)]),
+            Err(PrecedenceRefused::Cycle(2, 0))
+        );
+        assert_eq!(
+            planner.add_precedence(0, &[(0, 3)]),
+            Err(PrecedenceRefused::Position(0, 3))
+        );
+        // The refused (1, 2) was not kept.
+        let Slot::Dynamic(d) = &planner.paths[0] else {
+            panic!("a dynamic path");
+        };
+        assert_eq!(d.preds().as_slice(), [0, 0b001, 0]);
     }
 }

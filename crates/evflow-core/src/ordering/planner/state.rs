@@ -42,7 +42,9 @@ pub(super) struct Dyn {
     pub(super) name: String,
     pub(super) policy: Policy,
     pub(super) steps: Vec<ModuleIdx>,
-    pub(super) preds: Vec<u64>,
+    /// Per position: the steps it must follow (bit set); extended only
+    /// before the first decision ([`add_precedence`](super::OrderingPlanner::add_precedence)).
+    pub(super) preds: RwLock<Arc<Vec<u64>>>,
     /// Position of each module of the graph on this path (`u8::MAX`: none).
     pub(super) pos_of: Vec<u8>,
     /// Per position: the modules whose running time counts as the step's
@@ -63,7 +65,7 @@ pub(super) struct Dyn {
     pub(super) seed: u64,
     /// The feasible prefix sets, for the exact search (`None`: too many,
     /// A-Greedy).
-    pub(super) ideals: Option<Ideals>,
+    pub(super) ideals: RwLock<Option<Arc<Ideals>>>,
     pub(super) current: RwLock<Arc<Current>>,
     /// `Current::sampled_below` of the plans in force.
     pub(super) sampled_below: AtomicU64,
@@ -121,10 +123,19 @@ thread_local! {
 }
 
 impl Dyn {
+    /// The precedence constraints in force (bit sets of positions).
+    pub(super) fn preds(&self) -> Arc<Vec<u64>> {
+        read(&self.preds).clone()
+    }
+
+    pub(super) fn ideals(&self) -> Option<Arc<Ideals>> {
+        read(&self.ideals).clone()
+    }
+
     /// Puts the order of `groups` in force with `st`'s sampling rates and
     /// measuring targets.
     pub(super) fn put_current(&self, groups: Vec<Vec<usize>>, st: &State) {
-        let current = make_current(&self.steps, groups, &st.rates, st.targets(&self.preds));
+        let current = make_current(&self.steps, groups, &st.rates, st.targets(&self.preds()));
         self.set_current(Arc::new(current));
     }
 

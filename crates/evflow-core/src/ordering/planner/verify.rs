@@ -170,7 +170,7 @@ impl OrderingPlanner {
         });
         st.trial = None;
         st.drift = DriftState::default();
-        let current = make_current(&d.steps, groups, &st.rates, st.targets(&d.preds));
+        let current = make_current(&d.steps, groups, &st.rates, st.targets(&d.preds()));
         self.install(d, current, n_obs, reason);
         // The order back in force ran before the trial: its stop counts of
         // then are its own, and the drift test compares the events to come
