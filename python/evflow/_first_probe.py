@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import _runtime as rt
+from ._guard_inference import smallest_guard, where_passed
 
 #: Per step of a path (written order): the filter's runner and the engine
 #: tags (``label:product``) of the products it consumes.
@@ -54,6 +55,11 @@ class FirstProbe:
             tuple[str, bytes], tuple[list[bool], list[bool], list[tuple[float, int]], ProducerTimings]
         ] = {}
         self._batch: tuple[Any, ...] = ()
+        #: Per path name: the ``after=`` pairs ``(cut, guard)`` inferred on
+        #: its probe and taken by the planner (``refused`` takes them back).
+        self.inferred: dict[str, list[tuple[str, str]]] = {}
+        self._guards: dict[int, list[tuple[int, int]]] = {}
+        self._names: dict[int, str] = {i: name for name, i in (path_index or {}).items()}
         for path in (paths or {}).values():
             labels = [f.label for f in path.filters]
             self.labels[(path_index or {})[path.name]] = labels
@@ -84,7 +90,10 @@ class FirstProbe:
         several steps of the path that need it in each order, or, needed
         outside the path, to none). A filter fed by a left-out producer, or
         that cannot decide on a subsample, is left undecided (no timings);
-        ``None`` when no step decided."""
+        ``None`` when no step decided. A filter that raises where the steps
+        it must follow passed is tried where filters written before it
+        passed too: deciding there, it is guarded by the smallest such set,
+        whose pairs :meth:`guards` gives the planner (``_guard_inference``)."""
         steps = self.path_steps.get(path)
         if not steps or data.n == 0:
             return None
@@ -97,12 +106,6 @@ class FirstProbe:
         passed: list[list[bool]]
         seconds: list[list[tuple[float, int]]]
         producers: ProducerTimings = []
-        # Each filter runs on the subsample in a few chunks, each one timing
-        # for the planner, and before each on a few events: the least of
-        # these is the call's fixed cost (a Python call, slicing, an awkward
-        # kernel's start: tens of µs, which batches of 10^5 events spread
-        # thin), taken out of the chunks' timings so that they measure what
-        # grows with the events.
         preds = self.preds.get(path) or [set() for _ in steps]
         labels = self.labels.get(path)
         batch = (id(data), data.index, data.n, data.entry_start, data.file)
@@ -112,78 +115,169 @@ class FirstProbe:
         known = [[False] * n for _ in steps]
         passed = [[False] * n for _ in steps]
         seconds = [[] for _ in steps]
+        guards: list[tuple[int, int]] = []
         for i in _constrained_order(preds):
-            runner, tags = steps[i]
-            # Where the steps it must follow passed (all events without any).
-            at = np.ones(n, dtype=bool)
-            for j in preds[i]:
-                at &= np.asarray(known[j]) & np.asarray(passed[j])
-            mine = events[at]
-            # Its own calls are timed: not a probe that remembers what it
-            # decided for another path (``_shared_probe``).
-            probe = getattr(runner, "timed_probe", None) or getattr(runner, "probe", None)
-            if probe is None or len(mine) == 0:
-                continue
-            # A filter on several paths decides the same events alike, in
-            # the same time: the paths probed after the first one take its
-            # decisions and timings, with those of the producers it ran,
-            # instead of calling it again (three paths of systematic
-            # variations sharing their cuts probed each cut three times).
-            shared = (labels[i], mine.tobytes()) if labels else None
-            if shared in self._steps:
-                k, ok, seconds[i], ran = self._steps[shared]
-                producers.extend(ran)
-                for p, kk, oo in zip(np.flatnonzero(at), k, ok, strict=True):
-                    known[i][p], passed[i][p] = kk, oo
-                continue
-            cache = caches.setdefault(mine.tobytes(), {})
-            before = len(producers)
-            raw = [self._product(data, mine, tag, cache, producers) for tag in tags]
-            if any(r is None for r in raw):
-                continue
-            chunks = [c for c in np.array_split(mine, rt.FIRST_PROBE_CHUNKS) if len(c)]
-            few = mine[: rt.FIRST_PROBE_FEW]
-            k: list[bool] = []
-            ok: list[bool] = []
-            times = []
-            fixed = float("inf")
-            for chunk in chunks:
-                # The small calls between the chunks: a stretch of time
-                # taken by other processes rarely covers all of them.
-                t1 = time.perf_counter()
-                probe(data, few, raw)
-                t2 = time.perf_counter()
-                kc, okc = probe(data, chunk, raw)
-                times.append((time.perf_counter() - t2, len(chunk)))
-                fixed = min(fixed, t2 - t1)
-                k += kc
-                ok += okc
-            # Equal chunks of one batch cost about the same: a chunk well
-            # above the least was slowed by other processes (which only ever
-            # add time), and would blur the costs the first order rests on.
-            least = min(t / size for t, size in times)
-            # A fixed cost above half of the quickest chunk's time is a small
-            # call that other processes slowed: taken out in full, it would
-            # leave the step nearly free.
-            fixed = min(fixed, 0.5 * min(t for t, _ in times))
-            timings = []
-            for t, size in times:
-                if t / size > rt.FIRST_PROBE_SLOWER * least:
+            at = where_passed(frozenset(preds[i]), known, passed, n)
+            try:
+                self._step(data, i, steps[i], events, at, labels, caches, known, passed, seconds, producers)
+            except Exception:
+                # Raised where the steps it must follow passed: a cut that
+                # needs a guard written before it, or one that fails anyway
+                # (left undecided; its batch reports the error).
+                guard = self._guard(data, i, steps[i], events, preds[i], known, passed, caches)
+                if guard is None:
                     continue
-                grows = t - fixed
-                if grows > 0 and size > len(few):
-                    t = grows * size / (size - len(few))
-                timings.append((t, size))
-            seconds[i] = timings
-            if shared is not None:
-                self._steps[shared] = (k, ok, timings, producers[before:])
-            positions = np.flatnonzero(at)
-            for p, kk, oo in zip(positions, k, ok, strict=True):
-                known[i][p] = kk
-                passed[i][p] = oo
+                preds[i] |= guard
+                guards += [(j, i) for j in sorted(guard)]
+                at = where_passed(frozenset(preds[i]), known, passed, n)
+                try:
+                    self._step(
+                        data, i, steps[i], events, at, labels, caches, known, passed, seconds, producers
+                    )
+                except Exception:
+                    continue
         if not any(seconds):
             return None
+        if guards and labels:
+            name = self._names.get(path, str(path))
+            self.inferred.setdefault(name, []).extend((labels[i], labels[j]) for j, i in guards)
+        self._guards[path] = guards
         return known, passed, seconds, producers
+
+    def guards(self, path: int) -> list[tuple[int, int]]:
+        """The pairs ``(guard, cut)`` (positions in the written order) that
+        the last probe of path ``path`` inferred, for the planner."""
+        return self._guards.pop(path, [])
+
+    def refused(self, path: int, why: str) -> None:
+        """The planner refused the pairs inferred on path ``path`` (``why``):
+        they are not reported."""
+        self.inferred.pop(self._names.get(path, str(path)), None)
+
+    def _guard(
+        self,
+        data: rt.BatchData,
+        i: int,
+        step: tuple[Callable[..., Any], list[str]],
+        events: np.ndarray,
+        must: set[int],
+        known: list[list[bool]],
+        passed: list[list[bool]],
+        caches: dict[bytes, dict[str, tuple[rt.Selection, Any] | None]],
+    ) -> frozenset[int] | None:
+        """The smallest set of filters written before step ``i`` (and
+        decided on the probe) on whose passing events it decides, when it
+        raised where only ``must`` (its ``after=`` steps) had passed."""
+        runner, tags = step
+        probe = getattr(runner, "probe", None)
+        candidates = [j for j in range(i) if j not in must and any(known[j])]
+        if probe is None:
+            return None
+
+        def decides(guard: frozenset[int]) -> int | None:
+            at = where_passed(guard | must, known, passed, len(events))
+            mine = events[at]
+            if len(mine) == 0:
+                return None
+            cache = caches.setdefault(mine.tobytes(), {})
+            raw = [self._product(data, mine, tag, cache, []) for tag in tags]
+            if any(r is None for r in raw):
+                return None
+            try:
+                probe(data, mine, raw)
+            except Exception:
+                return None
+            return len(mine)
+
+        return smallest_guard(candidates, decides)
+
+    def _step(
+        self,
+        data: rt.BatchData,
+        i: int,
+        step: tuple[Callable[..., Any], list[str]],
+        events: np.ndarray,
+        at: np.ndarray,
+        labels: list[str] | None,
+        caches: dict[bytes, dict[str, tuple[rt.Selection, Any] | None]],
+        known: list[list[bool]],
+        passed: list[list[bool]],
+        seconds: list[list[tuple[float, int]]],
+        producers: ProducerTimings,
+    ) -> None:
+        """Step ``i`` timed on the probe's events ``at`` (where the steps it
+        must follow passed), its decisions into ``known`` and ``passed``;
+        raises what the filter raises."""
+        runner, tags = step
+        mine = events[at]
+        # Its own calls are timed: not a probe that remembers what it
+        # decided for another path (``_shared_probe``).
+        probe = getattr(runner, "timed_probe", None) or getattr(runner, "probe", None)
+        if probe is None or len(mine) == 0:
+            return
+        # A filter on several paths decides the same events alike, in
+        # the same time: the paths probed after the first one take its
+        # decisions and timings, with those of the producers it ran,
+        # instead of calling it again (three paths of systematic
+        # variations sharing their cuts probed each cut three times).
+        shared = (labels[i], mine.tobytes()) if labels else None
+        if shared in self._steps:
+            k, ok, seconds[i], ran = self._steps[shared]
+            producers.extend(ran)
+            for p, kk, oo in zip(np.flatnonzero(at), k, ok, strict=True):
+                known[i][p], passed[i][p] = kk, oo
+            return
+        cache = caches.setdefault(mine.tobytes(), {})
+        before = len(producers)
+        raw = [self._product(data, mine, tag, cache, producers) for tag in tags]
+        if any(r is None for r in raw):
+            return
+        # Each filter runs on the subsample in a few chunks, each one timing
+        # for the planner, and before each on a few events: the least of
+        # these is the call's fixed cost (a Python call, slicing, an awkward
+        # kernel's start: tens of µs, which batches of 10^5 events spread
+        # thin), taken out of the chunks' timings so that they measure what
+        # grows with the events.
+        chunks = [c for c in np.array_split(mine, rt.FIRST_PROBE_CHUNKS) if len(c)]
+        few = mine[: rt.FIRST_PROBE_FEW]
+        k: list[bool] = []
+        ok: list[bool] = []
+        times = []
+        fixed = float("inf")
+        for chunk in chunks:
+            # The small calls between the chunks: a stretch of time
+            # taken by other processes rarely covers all of them.
+            t1 = time.perf_counter()
+            probe(data, few, raw)
+            t2 = time.perf_counter()
+            kc, okc = probe(data, chunk, raw)
+            times.append((time.perf_counter() - t2, len(chunk)))
+            fixed = min(fixed, t2 - t1)
+            k += kc
+            ok += okc
+        # Equal chunks of one batch cost about the same: a chunk well
+        # above the least was slowed by other processes (which only ever
+        # add time), and would blur the costs the first order rests on.
+        least = min(t / size for t, size in times)
+        # A fixed cost above half of the quickest chunk's time is a small
+        # call that other processes slowed: taken out in full, it would
+        # leave the step nearly free.
+        fixed = min(fixed, 0.5 * min(t for t, _ in times))
+        timings = []
+        for t, size in times:
+            if t / size > rt.FIRST_PROBE_SLOWER * least:
+                continue
+            grows = t - fixed
+            if grows > 0 and size > len(few):
+                t = grows * size / (size - len(few))
+            timings.append((t, size))
+        seconds[i] = timings
+        if shared is not None:
+            self._steps[shared] = (k, ok, timings, producers[before:])
+        positions = np.flatnonzero(at)
+        for p, kk, oo in zip(positions, k, ok, strict=True):
+            known[i][p] = kk
+            passed[i][p] = oo
 
     def _product(
         self,

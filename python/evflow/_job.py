@@ -16,6 +16,7 @@ from ._bad_files import bad_files_left_out, with_skipped
 from ._file_gate import undo_hist
 from ._fill import add_into, check_weights, describe, fill_values, flatten
 from ._first_probe import FirstProbe, Steps
+from ._guard_inference import announce, report_inferred
 from ._modules import Analyzer, Filter, Producer
 from ._order_hint import with_failed_hints, with_order_hint
 from ._ordered import Commit
@@ -497,7 +498,7 @@ def _run_plan(
             trace=trace,
             filter_order=filter_order,
             probe=rt.probe_indices,
-            first_probe=FirstProbe.of(plan, proc),
+            first_probe=(first := FirstProbe.of(plan, proc)),
             ordering_stats=ordering_stats,
             first_batch=first_batch,
         )
@@ -510,6 +511,7 @@ def _run_plan(
     finally:
         remote = {off.label: off.close() for off in plan.offloaders}
     res = watch.without_bad(res) if watch is not None else res
+    announce(first.inferred, proc.paths)
     try:
         # The engine reports progress every 0.2 s while it runs: the last
         # call gives the totals (also of a job shorter than that).
@@ -568,6 +570,7 @@ def _run_plan(
         filter_order,
         report.get("orderings", []),
     )
+    report_inferred(report, cutflow, first.inferred)
     histograms = {}
     for name, (state, template) in plan.hists.items():
         histograms[name] = state["total"] if state["total"] is not None else template.copy()

@@ -1,13 +1,17 @@
 """A cut that needs the events an earlier cut keeps (``Muon_pt[:, 0]``
 after ``nMuon >= 1``) runs as written under ``filter_order="fixed"``; the
 adaptive default may run it first, where it fails on events the written
-order never gave it. The error then says that the order ran it early and
-which ``after=`` pair keeps it in place, instead of a bare ``IndexError``.
+order never gave it. The probe before the first decision infers the pair
+when it sees that (``test_inferred_guards.py``); where it does not (no
+muon-less event in the first batch), the error says that the order ran the
+cut early and which ``after=`` pair keeps it in place, instead of a bare
+``IndexError``.
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path as FilePath
 
 import awkward as ak
 import numpy as np
@@ -21,9 +25,18 @@ EVENTS = 60_000
 STEP = 3_000
 
 
-def _process(after: list[tuple[str, str]]) -> ef.Process:
+def _process(after: list[tuple[str, str]], tmp_path: FilePath | None = None) -> ef.Process:
+    """With ``tmp_path``: events whose first batches all have a muon (the
+    probe sees no failure to infer a guard from), else synthetic ones."""
     proc = ef.Process("muons")
     proc.source = ef.source.synthetic(EVENTS, step_size=STEP, seed=3)
+    if tmp_path is not None:
+        rng = np.random.default_rng(3)
+        n_mu = rng.poisson(0.9, EVENTS).clip(0, 3)
+        n_mu[: 4 * STEP] = np.maximum(n_mu[: 4 * STEP], 1)
+        muons = ak.Array({"nMuon": n_mu, "Muon_pt": ak.unflatten(rng.exponential(30.0, n_mu.sum()), n_mu)})
+        ak.to_parquet(muons, tmp_path / "muons.parquet")
+        proc.source = ef.source.parquet(tmp_path / "muons.parquet", step_size=STEP)
 
     @proc.filter(consumes=["nMuon"])
     def one_muon(ev: ef.Events) -> np.ndarray:
@@ -38,9 +51,9 @@ def _process(after: list[tuple[str, str]]) -> ef.Process:
     return proc
 
 
-def test_the_error_names_the_order_and_the_after_pair() -> None:
+def test_the_error_names_the_order_and_the_after_pair(tmp_path: FilePath) -> None:
     with pytest.raises(ef.ModuleError) as caught:
-        _process([]).run(threads=2)
+        _process([], tmp_path).run(threads=2)
     message = str(caught.value)
     assert caught.value.module == "lead_muon_pt"
     assert isinstance(caught.value.__cause__, IndexError)
@@ -51,8 +64,8 @@ def test_the_error_names_the_order_and_the_after_pair() -> None:
     assert "proc.path('sel', ..., after=[('lead_muon_pt', 'one_muon')])" in message
 
 
-def test_batches_left_out_by_on_error_skip_say_it_too() -> None:
-    result = _process([]).run(threads=2, on_error="skip")
+def test_batches_left_out_by_on_error_skip_say_it_too(tmp_path: FilePath) -> None:
+    result = _process([], tmp_path).run(threads=2, on_error="skip")
     failed = result.report["failed_events"]
     assert failed and all(e["module"] == "lead_muon_pt" for e in failed)
     assert all("after=[('lead_muon_pt', 'one_muon')]" in e["message"] for e in failed)

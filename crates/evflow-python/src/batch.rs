@@ -36,8 +36,9 @@ pub(crate) struct Shared {
     /// Per path, per step: the steps (bits) it must follow (`after=`): on
     /// a sampled batch's subsample it decides only on the events that all
     /// of them passed, as it does on the path (a guard like `nJet >= 2`
-    /// before `Jet_pt[:, 1]`).
-    pub step_preds: Vec<Vec<u64>>,
+    /// before `Jet_pt[:, 1]`); extended by the pairs the first probe
+    /// infers (see [`first_probes`]).
+    pub step_preds: Mutex<Vec<Vec<u64>>>,
     /// Python helper: `union(list_of_index_arrays) -> index_array`.
     pub union: Py<PyAny>,
     /// Python helper: `intersect(a, b) -> index_array`.
@@ -105,7 +106,7 @@ impl Shared {
             first_tried: Mutex::new(vec![false; path_len.len()]),
             n_paths: path_len.len(),
             path_len,
-            step_preds,
+            step_preds: Mutex::new(step_preds),
             union,
             intersect,
             weight_sum,
@@ -208,10 +209,14 @@ struct PathSel {
 /// decides from those per-event vectors and timings at once, on this
 /// thread; the batch (and every batch read after it) then starts the path
 /// in the decided order, not the written one. Returns, per path, whether
-/// it was probed so. It is tried once per path: a probe that fails (a
-/// module raising on the subsample) decides nothing, the batch's own run
-/// reports the error with the module that raised it, and the path is left
-/// to the probes of the batches' own runs.
+/// it was probed so. It is tried once per path: a filter raising on the
+/// subsample is left undecided there (the batch's own run reports the error
+/// with the module that raised it), a probe that fails or decides nothing
+/// leaves the path to the probes of the batches' own runs. A filter that
+/// raised on the probe but decided on the events that filters written
+/// before it passed comes with those pairs (`guards(path)`), which the path
+/// takes as precedence constraints before it decides
+/// (`OrderingPlanner::add_precedence`).
 pub(crate) fn first_probes(
     py: Python<'_>,
     data: &Bound<'_, PyAny>,
@@ -247,6 +252,33 @@ pub(crate) fn first_probes(
         let Ok(Some((known, passed, seconds, producers))) = out.extract::<Option<Probed>>() else {
             continue;
         };
+        let guards: Vec<(usize, usize)> = run
+            .bind(py)
+            .call_method1("guards", (p,))
+            .and_then(|g| g.extract())
+            .unwrap_or_default();
+        // A cut that failed on the probe but decided where cuts written
+        // before it passed: the pairs `(guard, cut)` bind the path as if
+        // written with `after=`; refused (a cycle), the probe hears it and
+        // the cut keeps failing with its error.
+        if !guards.is_empty() {
+            match planner.add_precedence(p, &guards) {
+                Ok(()) => {
+                    let mut preds = shared.step_preds.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Some(steps) = preds.get_mut(p) {
+                        for &(earlier, later) in &guards {
+                            if let Some(s) = steps.get_mut(later) {
+                                *s |= 1 << earlier;
+                            }
+                        }
+                    }
+                }
+                Err(why) => {
+                    // Only the probe's report depends on it: the job goes on.
+                    let _ = run.bind(py).call_method1("refused", (p, why.to_string()));
+                }
+            }
+        }
         let n_events = known.iter().map(Vec::len).max().unwrap_or(0);
         let mut rows = vec![(0u64, 0u64); n_events];
         for (j, (k, ok)) in known.iter().zip(&passed).enumerate().take(64) {

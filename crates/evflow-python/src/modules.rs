@@ -197,10 +197,8 @@ impl Filter for PyFilter {
             if let Some(events) = batch.probe_events(py, Some(self.path))? {
                 let inputs = self.call.inputs(py, ev)?;
                 let probe = self.call.runner.bind(py).getattr("probe")?;
-                let preds = self
-                    .call
-                    .shared
-                    .step_preds
+                let preds = (self.call.shared.step_preds.lock())
+                    .unwrap_or_else(|e| e.into_inner())
                     .get(self.path)
                     .and_then(|p| p.get(self.step))
                     .copied()
