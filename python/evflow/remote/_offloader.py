@@ -30,6 +30,7 @@ import numpy as np
 from .. import _runtime as rt
 from ..errors import ConfigurationError, EvflowError
 from ._policy import Measurements, Policy
+from ._shipping import check_shippable, load_failure, unloadable
 from ._spec import Remote
 from ._worker import Runner, run_request
 
@@ -189,6 +190,7 @@ class Offloader:
                 f"({len(workers)} workers; resources advertised: {', '.join(have) or 'none'})"
             )
             return
+        check_shippable(self.label, self.remote_fn)
         if self.spec.transport == "actor" and not self._place_actors(fit, need):
             return
         self.available = True
@@ -451,6 +453,13 @@ class Offloader:
         try:
             result = fut.result()
         except BaseException as e:
+            cause = load_failure(e)
+            if cause is not None:
+                # The cluster cannot import what the function refers to:
+                # a retry or another worker fails the same way.
+                if self._claim(req):
+                    self._unloadable(req, cause)
+                return
             if req.actor is not None:
                 with self.lock:
                     # The actor's worker is gone (or unreachable): no more calls to it.
@@ -484,6 +493,18 @@ class Offloader:
         for it, values in zip(req.items, result["values"], strict=True):
             it.values = values
             it.payload = None
+            it.done.finish()
+        self._pump()
+
+    def _unloadable(self, req: Request, cause: BaseException) -> None:
+        """Fails the request's batches: the Dask scheduler or worker could
+        not unpickle the remote implementation (not retried)."""
+        events = sum(it.events for it in req.items)
+        with self.lock:
+            self.backlog_events -= events
+        error = RemoteError(unloadable(self.label, self.remote_fn, cause))
+        for it in req.items:
+            it.error = error
             it.done.finish()
         self._pump()
 
