@@ -29,6 +29,7 @@ import numpy as np
 
 from .. import _runtime as rt
 from ..errors import ConfigurationError, EvflowError
+from ._distributed import own_cluster
 from ._policy import Measurements, Policy
 from ._shipping import check_shippable, load_failure, unloadable
 from ._spec import Remote
@@ -46,21 +47,6 @@ class RemoteNotice(UserWarning):
 
 #: How long connecting to a scheduler given by its address may take.
 CONNECT_TIMEOUT_S = 10.0
-
-
-def _own_cluster(client: Any) -> bool:
-    """Whether ``client`` talks to the scheduler of the Dask worker this
-    runs on (a chunk task of a distributed run): a request would queue
-    behind the chunks that keep every worker thread busy."""
-    try:
-        from distributed import get_worker
-
-        worker = get_worker()
-    except (ImportError, ValueError):
-        return False  # not in a Dask task
-    mine = getattr(getattr(worker, "scheduler", None), "address", None)
-    theirs = getattr(getattr(client, "scheduler", None), "address", None)
-    return mine is not None and mine == theirs
 
 
 def _nbytes(value: Any) -> int:
@@ -131,6 +117,8 @@ class Offloader:
         #: the client was opened here (from an address): closed by close()
         self.own_client = False
         self.available = False
+        #: no worker with the resources is left mid-run: local from then on
+        self.lost = False
         self.notices: list[str] = []
         self.stop = threading.Event()
         self.watchdog: threading.Thread | None = None
@@ -168,7 +156,7 @@ class Offloader:
         except Exception as e:
             self._unavailable(f"no Dask client to send requests to ({e})")
             return
-        if _own_cluster(self.client):
+        if own_cluster(self.client):
             self._unavailable(
                 "its requests would go to the Dask cluster running this chunk of a distributed run, whose "
                 "worker threads are all busy with chunks (each request would wait timeout_s, twice); give "
@@ -321,7 +309,11 @@ class Offloader:
         with self.lock:
             backlog = len(self.pending) + sum(len(r.items) for r in self.out.values())
             side = "local" if events == 0 else self.policy.choose(events, backlog, self.available)
-        if side == "local":
+            if side == "remote" and self.lost:
+                # Meant for the remote, whose workers are gone: a fallback.
+                side = item.side = "fallback"
+                self.stats["fallback_batches"] += 1
+        if side != "remote":
             done.finish()
             return item
         t0 = time.perf_counter()
@@ -517,7 +509,8 @@ class Offloader:
             # A closing client cannot cancel: the request is gone anyway.
             with contextlib.suppress(Exception):
                 req.future.cancel()
-        if req.attempt < self.spec.retries and self._worker_left():
+        left = self._worker_left()
+        if req.attempt < self.spec.retries and left:
             with self.lock:
                 self.stats["retries"] += 1
                 again = Request(next(self.seq), req.items, req.attempt + 1)
@@ -547,7 +540,34 @@ class Offloader:
                 it.side = "fallback"
                 it.payload = None
                 it.done.finish()
+            if not left:
+                self._none_left()
         self._pump()
+
+    def _none_left(self) -> None:
+        """No worker has the resources any more (killed, gone): the module
+        runs locally for the rest of the job, its queued batches and the
+        requests still out at once, rather than each waiting timeout_s."""
+        with self.lock:
+            if self.lost:
+                return
+            self.lost = True
+            items = list(self.pending)
+            self.pending.clear()
+            for r in list(self.out.values()):
+                r.resolved = True  # an answer after all is a late one
+                items.extend(r.items)
+            self.out.clear()
+            self.backlog_events -= sum(it.events for it in items)
+            self.stats["fallback_batches"] += len(items)
+        self._notice(
+            f"module '{self.label}': no worker of the cluster has the resources {dict(self.spec.resources)} any "
+            f"more; it runs locally for the rest of the job ({len(items)} more batch(es) now)"
+        )
+        for it in items:
+            it.side = "fallback"
+            it.payload = None
+            it.done.finish()
 
     def _worker_left(self) -> bool:
         """Whether some worker still has the resources (a retry can run)."""
