@@ -29,6 +29,7 @@ import numpy as np
 
 from .. import _runtime as rt
 from ..errors import ConfigurationError, EvflowError
+from ._connect import open_client
 from ._distributed import own_cluster
 from ._policy import Measurements, Policy
 from ._shipping import check_shippable, load_failure, unloadable
@@ -244,7 +245,7 @@ class Offloader:
             # Ours for this job: closed when it ends (a client left open per
             # run piles up, and logs errors once the scheduler is gone); not
             # the default client of the user's session.
-            client = distributed.Client(c, set_as_default=False, timeout=CONNECT_TIMEOUT_S)
+            client = open_client(c, CONNECT_TIMEOUT_S)
             self.own_client = True
             return client
         return c
