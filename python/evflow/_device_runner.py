@@ -38,6 +38,12 @@ def choose_device(
     (and closes it)."""
     from . import _evflow
 
+    if not isinstance(device_split, str):
+        # The native controller would only say "'int' object is not an instance of 'str'".
+        raise ConfigurationError(
+            f"device_split={device_split!r}: expected 'adaptive' or 'fixed:P' with P in 0..=100, as a string "
+            f"(e.g. device_split='fixed:35'), not {type(device_split).__name__}"
+        )
     try:
         _evflow.SplitController(device_split, 1)
     except ValueError as e:

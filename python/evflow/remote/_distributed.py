@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import ConfigurationError
 
-__all__ = ["merge_remote", "shared_cluster_remotes"]
+__all__ = ["merge_remote", "own_cluster", "shared_cluster_remotes"]
 
 
 def _address(client: Any) -> str | None:
@@ -125,3 +125,18 @@ def _merge_module(parts: list[dict[str, Any]]) -> dict[str, Any]:
     out["notices"] = list(dict.fromkeys(n for p in parts for n in p.get("notices", [])))
     out["chunks"] = len(parts)
     return out
+
+
+def own_cluster(client: Any) -> bool:
+    """Whether ``client`` talks to the scheduler of the Dask worker this
+    runs on (a chunk task of a distributed run): a request would queue
+    behind the chunks that keep every worker thread busy."""
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except (ImportError, ValueError):
+        return False  # not in a Dask task
+    mine = getattr(getattr(worker, "scheduler", None), "address", None)
+    theirs = getattr(getattr(client, "scheduler", None), "address", None)
+    return mine is not None and mine == theirs

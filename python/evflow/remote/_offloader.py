@@ -29,7 +29,10 @@ import numpy as np
 
 from .. import _runtime as rt
 from ..errors import ConfigurationError, EvflowError
+from ._connect import open_client
+from ._distributed import own_cluster
 from ._policy import Measurements, Policy
+from ._shipping import check_shippable, load_failure, unloadable
 from ._spec import Remote
 from ._worker import Runner, run_request
 
@@ -45,21 +48,6 @@ class RemoteNotice(UserWarning):
 
 #: How long connecting to a scheduler given by its address may take.
 CONNECT_TIMEOUT_S = 10.0
-
-
-def _own_cluster(client: Any) -> bool:
-    """Whether ``client`` talks to the scheduler of the Dask worker this
-    runs on (a chunk task of a distributed run): a request would queue
-    behind the chunks that keep every worker thread busy."""
-    try:
-        from distributed import get_worker
-
-        worker = get_worker()
-    except (ImportError, ValueError):
-        return False  # not in a Dask task
-    mine = getattr(getattr(worker, "scheduler", None), "address", None)
-    theirs = getattr(getattr(client, "scheduler", None), "address", None)
-    return mine is not None and mine == theirs
 
 
 def _nbytes(value: Any) -> int:
@@ -130,6 +118,8 @@ class Offloader:
         #: the client was opened here (from an address): closed by close()
         self.own_client = False
         self.available = False
+        #: no worker with the resources is left mid-run: local from then on
+        self.lost = False
         self.notices: list[str] = []
         self.stop = threading.Event()
         self.watchdog: threading.Thread | None = None
@@ -167,7 +157,7 @@ class Offloader:
         except Exception as e:
             self._unavailable(f"no Dask client to send requests to ({e})")
             return
-        if _own_cluster(self.client):
+        if own_cluster(self.client):
             self._unavailable(
                 "its requests would go to the Dask cluster running this chunk of a distributed run, whose "
                 "worker threads are all busy with chunks (each request would wait timeout_s, twice); give "
@@ -189,6 +179,7 @@ class Offloader:
                 f"({len(workers)} workers; resources advertised: {', '.join(have) or 'none'})"
             )
             return
+        check_shippable(self.label, self.remote_fn)
         if self.spec.transport == "actor" and not self._place_actors(fit, need):
             return
         self.available = True
@@ -254,7 +245,7 @@ class Offloader:
             # Ours for this job: closed when it ends (a client left open per
             # run piles up, and logs errors once the scheduler is gone); not
             # the default client of the user's session.
-            client = distributed.Client(c, set_as_default=False, timeout=CONNECT_TIMEOUT_S)
+            client = open_client(c, CONNECT_TIMEOUT_S)
             self.own_client = True
             return client
         return c
@@ -319,7 +310,11 @@ class Offloader:
         with self.lock:
             backlog = len(self.pending) + sum(len(r.items) for r in self.out.values())
             side = "local" if events == 0 else self.policy.choose(events, backlog, self.available)
-        if side == "local":
+            if side == "remote" and self.lost:
+                # Meant for the remote, whose workers are gone: a fallback.
+                side = item.side = "fallback"
+                self.stats["fallback_batches"] += 1
+        if side != "remote":
             done.finish()
             return item
         t0 = time.perf_counter()
@@ -451,6 +446,13 @@ class Offloader:
         try:
             result = fut.result()
         except BaseException as e:
+            cause = load_failure(e)
+            if cause is not None:
+                # The cluster cannot import what the function refers to:
+                # a retry or another worker fails the same way.
+                if self._claim(req):
+                    self._unloadable(req, cause)
+                return
             if req.actor is not None:
                 with self.lock:
                     # The actor's worker is gone (or unreachable): no more calls to it.
@@ -487,6 +489,18 @@ class Offloader:
             it.done.finish()
         self._pump()
 
+    def _unloadable(self, req: Request, cause: BaseException) -> None:
+        """Fails the request's batches: the Dask scheduler or worker could
+        not unpickle the remote implementation (not retried)."""
+        events = sum(it.events for it in req.items)
+        with self.lock:
+            self.backlog_events -= events
+        error = RemoteError(unloadable(self.label, self.remote_fn, cause))
+        for it in req.items:
+            it.error = error
+            it.done.finish()
+        self._pump()
+
     def _fault(self, req: Request, err: BaseException) -> None:
         """A request that was lost (worker died, timeout, connection):
         retry it, or run its batches locally (fail when required)."""
@@ -496,7 +510,8 @@ class Offloader:
             # A closing client cannot cancel: the request is gone anyway.
             with contextlib.suppress(Exception):
                 req.future.cancel()
-        if req.attempt < self.spec.retries and self._worker_left():
+        left = self._worker_left()
+        if req.attempt < self.spec.retries and left:
             with self.lock:
                 self.stats["retries"] += 1
                 again = Request(next(self.seq), req.items, req.attempt + 1)
@@ -526,7 +541,34 @@ class Offloader:
                 it.side = "fallback"
                 it.payload = None
                 it.done.finish()
+            if not left:
+                self._none_left()
         self._pump()
+
+    def _none_left(self) -> None:
+        """No worker has the resources any more (killed, gone): the module
+        runs locally for the rest of the job, its queued batches and the
+        requests still out at once, rather than each waiting timeout_s."""
+        with self.lock:
+            if self.lost:
+                return
+            self.lost = True
+            items = list(self.pending)
+            self.pending.clear()
+            for r in list(self.out.values()):
+                r.resolved = True  # an answer after all is a late one
+                items.extend(r.items)
+            self.out.clear()
+            self.backlog_events -= sum(it.events for it in items)
+            self.stats["fallback_batches"] += len(items)
+        self._notice(
+            f"module '{self.label}': no worker of the cluster has the resources {dict(self.spec.resources)} any "
+            f"more; it runs locally for the rest of the job ({len(items)} more batch(es) now)"
+        )
+        for it in items:
+            it.side = "fallback"
+            it.payload = None
+            it.done.finish()
 
     def _worker_left(self) -> bool:
         """Whether some worker still has the resources (a retry can run)."""

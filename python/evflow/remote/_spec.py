@@ -7,6 +7,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+
 from ..errors import ConfigurationError
 
 Mode = Literal["adaptive", "remote", "local"]
@@ -78,20 +80,35 @@ class Remote:
             raise ConfigurationError(f"Remote(mode={self.mode!r}): use 'adaptive', 'remote' or 'local'")
         if self.transport not in ("task", "actor"):
             raise ConfigurationError(f"Remote(transport={self.transport!r}): use 'task' or 'actor'")
+        if not isinstance(self.resources, Mapping):
+            raise ConfigurationError(
+                f"Remote(resources={self.resources!r}) takes a mapping of resource names to amounts, "
+                "e.g. {'GPU': 1}"
+            )
         for name, value in dict(self.resources).items():
-            if not isinstance(name, str) or not isinstance(value, int | float) or value <= 0:
+            if not isinstance(name, str) or not _is_number(value) or value <= 0:
                 raise ConfigurationError(
                     f"Remote(resources=...): {name!r}: {value!r} is not a resource name with a positive amount"
                 )
-        for name in ("max_in_flight", "combine"):
-            if int(getattr(self, name)) < 1:
-                raise ConfigurationError(f"Remote({name}={getattr(self, name)!r}) must be at least 1")
-        if self.retries < 0:
-            raise ConfigurationError(f"Remote(retries={self.retries!r}) must be 0 or more")
+        # Checked by type, not converted: a string or a float here is a
+        # mistake that would otherwise fail (or be rounded) mid-job.
+        if not isinstance(self.required, bool):
+            raise ConfigurationError(f"Remote(required={self.required!r}) takes True or False")
+        for name, least in (("max_in_flight", 1), ("combine", 1), ("retries", 0), ("max_payload_bytes", 1)):
+            value = getattr(self, name)
+            if not _is_int(value):
+                raise ConfigurationError(
+                    f"Remote({name}={value!r}) takes a whole number, not {type(value).__name__}"
+                )
+            if value < least:
+                what = "at least 1" if least == 1 else "0 or more"
+                raise ConfigurationError(f"Remote({name}={value!r}) must be {what}")
+        if not _is_number(self.timeout_s):
+            raise ConfigurationError(
+                f"Remote(timeout_s={self.timeout_s!r}) takes a number of seconds, not {type(self.timeout_s).__name__}"
+            )
         if not self.timeout_s > 0:
             raise ConfigurationError(f"Remote(timeout_s={self.timeout_s!r}) must be positive")
-        if self.max_payload_bytes < 1:
-            raise ConfigurationError(f"Remote(max_payload_bytes={self.max_payload_bytes!r}) must be positive")
         if self.fn is not None and not callable(self.fn):
             raise ConfigurationError(f"Remote(fn={self.fn!r}) is not callable")
 
@@ -107,6 +124,19 @@ class Remote:
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Remote:
         return dataclasses.replace(self, resources=dict(self.resources))
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    """A real number of seconds or of a resource (not a bool, not NaN)."""
+    return (
+        isinstance(value, int | float | np.integer | np.floating)
+        and not isinstance(value, bool)
+        and value == value
+    )
 
 
 def _shippable_client(client: Any) -> Any:
