@@ -64,7 +64,12 @@ def connect(address: str) -> Any:
     :data:`CONNECT_TIMEOUT_S` when none answers."""
     from distributed import Client
 
+    from .remote._connect import handshake
+
     try:
+        # Dask bounds the connection but not its handshake: a port where
+        # something else listens would keep the client waiting for ever.
+        handshake(address, CONNECT_TIMEOUT_S)
         return Client(address, timeout=f"{CONNECT_TIMEOUT_S}s")
     except Exception as e:
         why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__

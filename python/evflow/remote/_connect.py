@@ -21,12 +21,15 @@ def open_client(address: str, timeout_s: float) -> Any:
     scheduler answers there within ``timeout_s``."""
     import distributed
 
-    if not address.startswith("inproc://"):  # in-process: no socket to hang on
-        _handshake(address, timeout_s)
+    handshake(address, timeout_s)
     return distributed.Client(address, set_as_default=False, timeout=timeout_s)
 
 
-def _handshake(address: str, timeout_s: float) -> None:
+def handshake(address: str, timeout_s: float) -> None:
+    """Returns once a Dask scheduler at ``address`` answers; ``TimeoutError``
+    naming the address when nothing answers as one within ``timeout_s``."""
+    if address.startswith("inproc://"):  # in-process: no socket to hang on
+        return
     from distributed.comm import connect
     from distributed.security import Security
 

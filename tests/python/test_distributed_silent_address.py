@@ -1,0 +1,54 @@
+"""``proc.run(client="tcp://host:port")`` where something listens that is
+no Dask scheduler (another service's port, a connection a firewall holds
+open): Dask bounds the TCP connection but not its handshake, so the run
+waited for ever before it planned a chunk. It now fails within the connect
+timeout, naming the address."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import evflow as ef
+from evflow import _dist_support
+
+pytest.importorskip("distributed")
+
+
+@pytest.fixture
+def silent_port(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
+    """A port that accepts connections and never says a word."""
+    monkeypatch.setattr(_dist_support, "CONNECT_TIMEOUT_S", 1)
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    yield srv.getsockname()[1]
+    srv.close()
+
+
+def test_a_port_that_is_no_scheduler_fails_the_run_naming_it(silent_port: int) -> None:
+    proc = ef.Process("silent")
+    proc.source = ef.source.synthetic(1_000, step_size=500, seed=1)
+    proc.histogram("met", "MET_pt", bins=10, range=(0, 200))
+    address = f"tcp://127.0.0.1:{silent_port}"
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["result"] = proc.run(client=address)
+        except BaseException as e:
+            box["error"] = e
+
+    # On a thread, so that a hang fails the test instead of holding the suite.
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(30.0)
+    assert not t.is_alive(), "the run waits for a handshake that never comes"
+    error = box.get("error")
+    assert isinstance(error, ef.ConfigurationError), box
+    assert f"cannot connect to the Dask scheduler at '{address}'" in str(error)
+    assert "answered as a Dask scheduler" in str(error)
