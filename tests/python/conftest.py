@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -131,3 +131,17 @@ def remote_analysis(spec: Any, name: str = "offload") -> Any:
 
     proc.histogram("met2", bins=20, range=(0, 400))
     return proc
+
+
+@pytest.fixture
+def silent_socket() -> Iterator[int]:
+    """The port of a socket that accepts connections and never says a
+    word: no Dask scheduler (another service's port, a connection a
+    firewall holds open)."""
+    import socket
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    yield srv.getsockname()[1]
+    srv.close()

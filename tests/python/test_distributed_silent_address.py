@@ -6,9 +6,7 @@ timeout, naming the address."""
 
 from __future__ import annotations
 
-import socket
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,14 +18,10 @@ pytest.importorskip("distributed")
 
 
 @pytest.fixture
-def silent_port(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
-    """A port that accepts connections and never says a word."""
+def silent_port(silent_socket: int, monkeypatch: pytest.MonkeyPatch) -> int:
+    """A port where no scheduler answers, with a connect timeout of 1 s."""
     monkeypatch.setattr(_dist_support, "CONNECT_TIMEOUT_S", 1)
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(8)
-    yield srv.getsockname()[1]
-    srv.close()
+    return silent_socket
 
 
 def test_a_port_that_is_no_scheduler_fails_the_run_naming_it(silent_port: int) -> None:

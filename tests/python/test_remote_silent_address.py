@@ -7,10 +7,8 @@ the address, or the job is refused when the module is required."""
 
 from __future__ import annotations
 
-import socket
 import threading
 import warnings
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -24,14 +22,10 @@ pytest.importorskip("distributed")
 
 
 @pytest.fixture
-def silent_port(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
-    """A port that accepts connections and never says a word."""
+def silent_port(silent_socket: int, monkeypatch: pytest.MonkeyPatch) -> int:
+    """A port where no scheduler answers, with a connect timeout of 1 s."""
     monkeypatch.setattr(_offloader, "CONNECT_TIMEOUT_S", 1.0)
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(8)
-    yield srv.getsockname()[1]
-    srv.close()
+    return silent_socket
 
 
 def _run_bounded(proc: ef.Process) -> dict[str, Any]:
