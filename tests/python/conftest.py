@@ -145,3 +145,24 @@ def silent_socket() -> Iterator[int]:
     srv.listen(8)
     yield srv.getsockname()[1]
     srv.close()
+
+
+def run_bounded(call: Any, seconds: float = 30.0) -> dict[str, Any]:
+    """``call()`` on a thread, so that a hang fails the test instead of
+    holding the suite (the thread is left behind only then): its
+    ``"result"``, or the ``"error"`` it raised."""
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["result"] = call()
+        except BaseException as e:
+            box["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"still running after {seconds:g} s: a hang"
+    return box

@@ -6,12 +6,10 @@ timeout, naming the address."""
 
 from __future__ import annotations
 
-import threading
-from typing import Any
-
 import pytest
 
 import evflow as ef
+from conftest import run_bounded
 from evflow import _dist_support
 
 pytest.importorskip("distributed")
@@ -29,19 +27,7 @@ def test_a_port_that_is_no_scheduler_fails_the_run_naming_it(silent_port: int) -
     proc.source = ef.source.synthetic(1_000, step_size=500, seed=1)
     proc.histogram("met", "MET_pt", bins=10, range=(0, 200))
     address = f"tcp://127.0.0.1:{silent_port}"
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["result"] = proc.run(client=address)
-        except BaseException as e:
-            box["error"] = e
-
-    # On a thread, so that a hang fails the test instead of holding the suite.
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(30.0)
-    assert not t.is_alive(), "the run waits for a handshake that never comes"
+    box = run_bounded(lambda: proc.run(client=address))
     error = box.get("error")
     assert isinstance(error, ef.ConfigurationError), box
     assert f"cannot connect to the Dask scheduler at '{address}'" in str(error)

@@ -7,7 +7,6 @@ the address, or the job is refused when the module is required."""
 
 from __future__ import annotations
 
-import threading
 import warnings
 from typing import Any
 
@@ -15,7 +14,7 @@ import numpy as np
 import pytest
 
 import evflow as ef
-from conftest import REMOTE_EVENTS, remote_analysis
+from conftest import REMOTE_EVENTS, remote_analysis, run_bounded
 from evflow.remote import Remote, RemoteNotice, _offloader
 
 pytest.importorskip("distributed")
@@ -29,24 +28,18 @@ def silent_port(silent_socket: int, monkeypatch: pytest.MonkeyPatch) -> int:
 
 
 def _run_bounded(proc: ef.Process) -> dict[str, Any]:
-    """Runs ``proc`` on a thread, so that a hang fails the test instead of
-    holding the suite (the thread is left behind only then)."""
-    box: dict[str, Any] = {}
+    """Runs ``proc`` within a bound (``run_bounded``), with the remote
+    notices it gave."""
+    seen: list[str] = []
 
-    def run() -> None:
-        try:
-            with warnings.catch_warnings(record=True) as seen:
-                warnings.simplefilter("always")
-                box["result"] = proc.run(threads=1)
-            box["notices"] = [str(w.message) for w in seen if issubclass(w.category, RemoteNotice)]
-        except BaseException as e:
-            box["error"] = e
+    def run() -> Any:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = proc.run(threads=1)
+        seen.extend(str(w.message) for w in caught if issubclass(w.category, RemoteNotice))
+        return result
 
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(30.0)
-    assert not t.is_alive(), "the job waits for a handshake that never comes"
-    return box
+    return {**run_bounded(run), "notices": seen}
 
 
 def test_a_port_that_is_no_scheduler_runs_the_module_locally(silent_port: int) -> None:
