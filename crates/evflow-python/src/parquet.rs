@@ -98,12 +98,7 @@ static ROW_GROUPS_READ: LazyLock<Mutex<HashMap<String, u64>>> = LazyLock::new(De
 
 fn count_read(path: &str, row_groups: usize) {
     let mut read = ROW_GROUPS_READ.lock().unwrap_or_else(|e| e.into_inner());
-    match read.get_mut(path) {
-        Some(n) => *n += row_groups as u64,
-        None => {
-            read.insert(path.to_string(), row_groups as u64);
-        }
-    }
+    *read.entry(path.to_string()).or_default() += row_groups as u64;
 }
 
 /// Reading settings and measurements, shared by the engine's source (the
