@@ -36,7 +36,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .errors import EvflowError, InputError
+from .errors import EvflowError, InputError, error_chain
 
 __all__ = ["BAD", "GOOD", "OPEN", "FileWatch", "NoFileLeft", "undo_hist", "unreadable_data"]
 
@@ -204,14 +204,10 @@ class _Native:
 def unreadable_data(error: BaseException) -> dict[str, Any] | None:
     """The file and entries of the data an error (or its causes) could
     not read, if that is what it is about."""
-    seen: set[int] = set()
-    e: BaseException | None = error
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
+    for e in error_chain(error):
         where = getattr(e, "unreadable", None)
         if isinstance(where, dict):
             return where
-        e = e.__cause__ or e.__context__
     return None
 
 

@@ -7,7 +7,7 @@ Every error names what went wrong and where: the module label, the batch
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 
@@ -211,3 +211,14 @@ def with_product_hint(error: BaseException, products: Iterable[str], proc: Any =
     hinted = MissingBranchError(message)
     hinted.branch = branch
     return hinted
+
+
+def error_chain(error: BaseException) -> Iterator[BaseException]:
+    """``error`` and the errors behind it (``__cause__``, else
+    ``__context__``), each once."""
+    seen: set[int] = set()
+    e: BaseException | None = error
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        yield e
+        e = e.__cause__ or e.__context__

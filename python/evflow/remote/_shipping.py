@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, error_chain
 
 
 def name_of(fn: Any) -> str:
@@ -34,14 +34,7 @@ def load_failure(err: BaseException) -> BaseException | None:
     """The import error behind a request's failure, when the scheduler or a
     worker could not unpickle the request (Dask wraps the scheduler's in a
     ``RuntimeError``, "Error during deserialization of the task graph")."""
-    seen: set[int] = set()
-    e: BaseException | None = err
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        if isinstance(e, ImportError):
-            return e
-        e = e.__cause__ or e.__context__
-    return None
+    return next((e for e in error_chain(err) if isinstance(e, ImportError)), None)
 
 
 def unloadable(label: str, fn: Any, cause: BaseException) -> str:
