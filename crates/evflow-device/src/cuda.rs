@@ -42,7 +42,7 @@ use cudarc::driver::{
 
 use crate::device::{
     Device, DeviceBusy, DeviceError, Kernel, Launch, LaunchDone, LaunchOutput, LaunchTimes,
-    call_done, panic_message,
+    call_done, copy_end_to_end, panic_message,
 };
 
 /// Name of the entry point every CUDA kernel source defines.
@@ -226,12 +226,7 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy> Staged<T> {
     {
         let n: usize = pieces.clone().map(<[T]>::len).sum();
         let (host, device) = self.reserve(stream, n)?;
-        let staging = host.as_mut_slice()?;
-        let mut start = 0;
-        for piece in pieces {
-            staging[start..start + piece.len()].copy_from_slice(piece);
-            start += piece.len();
-        }
+        copy_end_to_end(pieces, host.as_mut_slice()?);
         if n > 0 {
             stream.memcpy_htod(&host.as_slice()?[..n], &mut device.slice_mut(..n))?;
         }

@@ -170,9 +170,7 @@ impl LaunchInput {
     /// Copies the pieces end to end into the start of `dest`, which must
     /// hold at least [`len`](Self::len) bytes (panics otherwise).
     pub fn copy_to(&self, dest: &mut [u8]) {
-        for (piece, &start) in self.pieces.iter().zip(&self.offsets) {
-            dest[start..start + piece.len()].copy_from_slice(piece);
-        }
+        copy_end_to_end(self.pieces.iter().map(Vec::as_slice), dest);
     }
 
     /// The pieces end to end, in a new buffer (for a backend that needs
@@ -193,6 +191,22 @@ impl FromIterator<Vec<u8>> for LaunchInput {
         }
         input
     }
+}
+
+/// Copies `pieces` end to end into the start of `dest`, each element once,
+/// and returns how many were copied; panics where `dest` is shorter. One
+/// walk for the joined input on the host and the CUDA worker's pinned
+/// staging buffer.
+pub(crate) fn copy_end_to_end<'a, T: Copy + 'a>(
+    pieces: impl IntoIterator<Item = &'a [T]>,
+    dest: &mut [T],
+) -> usize {
+    let mut start = 0;
+    for piece in pieces {
+        dest[start..start + piece.len()].copy_from_slice(piece);
+        start += piece.len();
+    }
+    start
 }
 
 /// One invocation's input.
@@ -383,5 +397,26 @@ impl std::fmt::Debug for Launch {
             .field("bytes_out", &self.bytes_out())
             .field("work_s", &self.work_s)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::copy_end_to_end;
+
+    #[test]
+    fn pieces_are_copied_end_to_end_whatever_the_element_type() {
+        let pieces: [&[u32]; 4] = [&[1, 2], &[], &[3], &[4, 5, 6]];
+        let mut dest = [0u32; 8];
+        assert_eq!(copy_end_to_end(pieces, &mut dest), 6);
+        assert_eq!(dest, [1, 2, 3, 4, 5, 6, 0, 0]);
+        let none: [&[u8]; 0] = [];
+        assert_eq!(copy_end_to_end(none, &mut []), 0);
+    }
+
+    #[test]
+    #[should_panic]
+    fn a_destination_too_short_panics() {
+        copy_end_to_end([&[1u8, 2, 3][..]], &mut [0u8; 2]);
     }
 }
