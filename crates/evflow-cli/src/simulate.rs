@@ -10,8 +10,9 @@ use crate::output_files::write_json;
 pub struct SimulateArgs {
     #[command(flatten)]
     pub workload: WorkloadArgs,
-    /// Cores (threads) of the simulated machine (default: the configuration's threads, else 1).
-    #[arg(long)]
+    /// Cores (threads) of the simulated machine (default: the configuration's threads, else 1);
+    /// `-j` / `--threads` as `evflow run` takes them.
+    #[arg(long, short = 'j', visible_alias = "threads")]
     pub cores: Option<usize>,
     /// Events processed at once (default: the configuration's, else the number of cores), as `evflow run`.
     #[arg(long, short = 'k')]

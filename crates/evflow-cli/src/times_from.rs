@@ -177,6 +177,61 @@ fn mean_per_call(
     Ok(Some(mean))
 }
 
+/// Most bytes one event moves each way (a configuration's `device.bytes_in`
+/// and `bytes_out`): a time per byte is bounded by what moving them takes.
+const MAX_EVENT_BYTES: f64 = (1u64 << 30) as f64;
+
+/// A device module's `launch_model` (`at` names the file and the module):
+/// each figure a measured time, finite and >= 0 (the fit writes none
+/// below 0), and none beyond [`MAX_SECONDS`] for a launch of one event
+/// moving the most bytes an event may, so that the simulated device's
+/// stages are times of a launch, not a damaged file's.
+fn launch_model(model: &Value, at: &str) -> Result<evflow_device::LaunchModel, String> {
+    let parsed: evflow_device::LaunchModel =
+        serde_json::from_value(model.clone()).map_err(|e| format!("{at}: launch_model: {e}"))?;
+    let figures = [
+        ("kernel_fixed_s", parsed.kernel_fixed_s, 1.0),
+        ("kernel_per_event_s", parsed.kernel_per_event_s, 1.0),
+        ("transfer_in_fixed_s", parsed.transfer_in_fixed_s, 1.0),
+        (
+            "transfer_in_per_byte_s",
+            parsed.transfer_in_per_byte_s,
+            MAX_EVENT_BYTES,
+        ),
+        ("transfer_out_fixed_s", parsed.transfer_out_fixed_s, 1.0),
+        (
+            "transfer_out_per_byte_s",
+            parsed.transfer_out_per_byte_s,
+            MAX_EVENT_BYTES,
+        ),
+    ];
+    for (key, value, units) in figures {
+        if !(value.is_finite() && value >= 0.0) {
+            // The file's own text of the figure, as the modules' errors give it.
+            let written = model.get(key).map_or(value.to_string(), Value::to_string);
+            return Err(format!(
+                "{at}: launch_model.{key} must be a finite number >= 0, not {written}"
+            ));
+        }
+        if value * units > MAX_SECONDS {
+            let what = if units > 1.0 {
+                format!(
+                    "{value:e} s per byte: the {} bytes an event may move would take {:e} s",
+                    units as u64,
+                    value * units
+                )
+            } else {
+                format!("{value:e} s")
+            };
+            return Err(format!(
+                "{at}: launch_model.{key} is {what}, beyond {MAX_SECONDS:e} s (the \
+                 configuration's limit per event)"
+            ));
+        }
+    }
+    Ok(parsed)
+}
+
 /// Mean running time per call of every module, from a report or a trace.
 /// A device module's time is its host time per host call (the report's
 /// `devices` section): the mean over all its calls mixes in the device
@@ -249,16 +304,11 @@ pub fn mean_module_times(path: &Path) -> Result<ModuleTimes, String> {
             .enumerate()
         {
             let label = label_of(d, "devices", i)?;
-            if let Some(model) = d.get("launch_model").filter(|m| !m.is_null()) {
-                let model = serde_json::from_value(model.clone()).map_err(|e| {
-                    format!(
-                        "{}: devices: module '{label}': launch_model: {e}",
-                        path.display()
-                    )
-                })?;
-                out.device_launches.insert(label.clone(), model);
-            }
             let at = at("device module", &label);
+            if let Some(model) = d.get("launch_model").filter(|m| !m.is_null()) {
+                out.device_launches
+                    .insert(label.clone(), launch_model(model, &at)?);
+            }
             match mean_per_call(d, "host_calls", "host_s", &at)? {
                 Some(mean) => {
                     times.insert(label, mean);

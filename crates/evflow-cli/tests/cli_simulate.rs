@@ -122,12 +122,20 @@ fn simulate_defaults_to_the_configurations_threads_and_events_in_flight() {
          [[module]]\nlabel = \"f\"\ntype = \"filter\"\nconsumes = [\"a\"]\n\
          [[path]]\nname = \"p\"\nmodules = [\"f\"]\n",
     );
-    let cases: [(&[&str], &str); 3] = [
+    // `evflow run`'s `--threads` / `-j` are the simulated machine's cores:
+    // the options of a run predict it on another machine as written
+    // (they were refused, with a tip to pass '-j' as a value).
+    let cases: [(&[&str], &str); 5] = [
         (&[], "on 3 cores with 6 events in flight"),
         (&["--cores", "5"], "on 5 cores with 6 events in flight"),
         (
             &["--cores", "2", "-k", "4"],
             "on 2 cores with 4 events in flight",
+        ),
+        (&["-j", "7"], "on 7 cores with 6 events in flight"),
+        (
+            &["--threads", "8", "-k", "2"],
+            "on 8 cores with 2 events in flight",
         ),
     ];
     for (extra, expected) in cases {

@@ -527,9 +527,83 @@ fn simulate_follows_the_device_a_report_measured() {
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(
-        err.contains("devices: module 'tracking': launch_model: invalid type"),
+        err.contains(&format!(
+            "--times-from {}: device module 'tracking': launch_model: invalid type",
+            report.display()
+        )),
         "{err}"
     );
+}
+
+/// A launch model's figures are measured times: a negative one (which no
+/// fit writes) or one beyond the longest module time is a damaged report,
+/// refused by file, module and key, as the modules' own figures are. Taken
+/// as they were, a negative kernel time printed "kernels -0.351 s" and a
+/// huge one predicted 0.00 events/s over 10^290 simulated seconds.
+#[test]
+fn simulate_refuses_a_launch_model_that_is_no_measurement() {
+    let dir = scratch("bad-launch-model");
+    let config = example();
+    let report = dir.join("measured.json");
+    let cases = [
+        (
+            "kernel_per_event_s",
+            -1e-3,
+            "must be a finite number >= 0, not -0.001",
+        ),
+        (
+            "transfer_in_fixed_s",
+            -5.0,
+            "must be a finite number >= 0, not -5.0",
+        ),
+        ("kernel_fixed_s", 1e7, "is 1e7 s, beyond 1e6 s"),
+        ("kernel_per_event_s", 1e300, "is 1e300 s, beyond 1e6 s"),
+        // 2^30 bytes (the most an event moves) at 1 s per byte.
+        (
+            "transfer_out_per_byte_s",
+            1.0,
+            "is 1e0 s per byte: the 1073741824 bytes an event may move would take \
+             1.073741824e9 s, beyond 1e6 s",
+        ),
+    ];
+    for (key, value, expected) in cases {
+        let mut model = serde_json::json!({
+            "kernel_fixed_s": 1e-5,
+            "kernel_per_event_s": 2.5e-4,
+            "transfer_in_fixed_s": 5e-6,
+            "transfer_in_per_byte_s": 1e-10,
+            "transfer_out_fixed_s": 5e-6,
+            "transfer_out_per_byte_s": 1e-10,
+            "overlap": true
+        });
+        model[key] = value.into();
+        let measured = serde_json::json!({
+            "modules": [{"label": "raw", "calls": 10, "run_s": 0.001}],
+            "devices": [{"label": "tracking", "host_calls": 4, "host_s": 0.008,
+                         "launch_model": model}]
+        });
+        std::fs::write(&report, measured.to_string()).unwrap();
+        let out = evflow(&[
+            "simulate",
+            &config,
+            "--device",
+            "emulated",
+            "--times-from",
+            report.to_str().unwrap(),
+            "-n",
+            "10",
+        ]);
+        assert!(!out.status.success(), "{key} = {value} was taken");
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!(
+                "--times-from {}: device module 'tracking': launch_model.{key} {expected}",
+                report.display()
+            )),
+            "{key} = {value}: {err}"
+        );
+        assert!(stdout(&out).is_empty(), "{}", stdout(&out));
+    }
 }
 
 /// `evflow report TRACE` counts a call with external work once, as the

@@ -801,13 +801,25 @@ fn parse_concurrency(value: &toml::Value) -> Result<Concurrency, String> {
     }
 }
 
-/// Only the module tables, leniently, to tell which module an error of the
-/// strict parse is in.
+/// Only the module, path and end path tables, leniently, to tell which of
+/// them an error of the strict parse is in.
 #[derive(Deserialize)]
-struct ModuleSpans {
+struct TableSpans {
     #[serde(default)]
     module: Vec<toml::Spanned<toml::Value>>,
+    #[serde(default)]
+    path: Vec<toml::Spanned<toml::Value>>,
+    #[serde(default)]
+    end_path: Vec<toml::Spanned<toml::Value>>,
 }
+
+/// The arrays of tables whose entries an error names by their own name:
+/// the array, the key holding the entry's name, and how messages call it.
+const NAMED_TABLES: [(&str, &str, &str); 3] = [
+    ("module", "label", "module"),
+    ("path", "name", "path"),
+    ("end_path", "name", "end path"),
+];
 
 /// Turns a TOML error into a message with its line and column, the module
 /// it is in (by label) and the key it is about.
@@ -824,12 +836,16 @@ fn toml_error(text: &str, e: &toml::de::Error, at: Origin<'_>) -> ConfigFileErro
     };
     let (line, column) = common::line_column(text, span.start);
     let mut context = String::new();
-    if let Some((index, label)) =
-        module_at(text, &span).or_else(|| module_by_lines(text, span.start))
+    // Whether the context names an entry of a named table (a module, a
+    // path), after which the key follows as "key: ".
+    let mut entry = false;
+    if let Some((what, index, name)) =
+        entry_at(text, &span).or_else(|| entry_by_lines(text, span.start))
     {
-        context = match label {
-            Some(label) => format!("module '{label}': "),
-            None => format!("module #{}: ", index + 1),
+        entry = true;
+        context = match name {
+            Some(name) => format!("{what} '{name}': "),
+            None => format!("{what} #{}: ", index + 1),
         };
     } else if let Some(section) = section_at(text, span.start) {
         let on_header = lines_back(text, span.start)
@@ -850,11 +866,11 @@ fn toml_error(text: &str, e: &toml::de::Error, at: Origin<'_>) -> ConfigFileErro
     } else {
         None
     };
-    // An inline module table (`module = [{ ... }]`) hides its keys from
-    // the line-based search, which then finds `module` itself.
-    let key = key.filter(|k| !(context.starts_with("module") && *k == "module"));
+    // An inline table of an array (`module = [{ ... }]`) hides its keys
+    // from the line-based search, which then finds the array itself.
+    let key = key.filter(|k| !(entry && NAMED_TABLES.iter().any(|(array, ..)| k == array)));
     if let Some(key) = key {
-        if context.is_empty() || context.starts_with("module") {
+        if context.is_empty() || entry {
             context.push_str(&format!("{key}: "));
         } else {
             context = format!("{}.{key}: ", context.trim_end_matches(": "));
@@ -863,62 +879,75 @@ fn toml_error(text: &str, e: &toml::de::Error, at: Origin<'_>) -> ConfigFileErro
     at.parse(Some(line), Some(column), format!("{context}{message}"))
 }
 
-/// The module (index and label, if it has a string one) whose table holds
-/// byte `span`.
-fn module_at(text: &str, span: &Range<usize>) -> Option<(usize, Option<String>)> {
-    let modules = toml::from_str::<ModuleSpans>(text).ok()?.module;
-    modules
-        .iter()
-        .enumerate()
-        .find(|(_, m)| m.span().start <= span.start && span.start < m.span().end)
-        .map(|(i, m)| {
-            let label = m
-                .get_ref()
-                .get("label")
-                .and_then(|l| l.as_str())
-                .map(str::to_string);
-            (i, label)
+/// The entry of a named table (what messages call its array, its index,
+/// and its name if it has a string one) whose table holds byte `span`.
+fn entry_at(text: &str, span: &Range<usize>) -> Option<(&'static str, usize, Option<String>)> {
+    let spans = toml::from_str::<TableSpans>(text).ok()?;
+    let arrays = [&spans.module, &spans.path, &spans.end_path];
+    arrays
+        .into_iter()
+        .zip(NAMED_TABLES)
+        .find_map(|(entries, (_, key, what))| {
+            entries
+                .iter()
+                .enumerate()
+                .find(|(_, m)| m.span().start <= span.start && span.start < m.span().end)
+                .map(|(i, m)| {
+                    let name = m
+                        .get_ref()
+                        .get(key)
+                        .and_then(|l| l.as_str())
+                        .map(str::to_string);
+                    (what, i, name)
+                })
         })
 }
 
-/// The module holding byte `offset` of a file that does not parse (so
-/// [`module_at`] cannot say): found by its `[[module]]` header line, with
-/// the label of a `label = "..."` line of its block, if it has one.
-fn module_by_lines(text: &str, offset: usize) -> Option<(usize, Option<String>)> {
-    let mut index = None;
-    let mut headers = 0;
+/// The entry of a named table holding byte `offset` of a file that does
+/// not parse (so [`entry_at`] cannot say): found by its `[[module]]` (or
+/// `[[path]]`, `[[end_path]]`) header line, with the name of a
+/// `label = "..."` (`name = "..."`) line of its block, if it has one.
+fn entry_by_lines(text: &str, offset: usize) -> Option<(&'static str, usize, Option<String>)> {
+    // The array the block at `offset` belongs to, its index and name.
+    let mut current: Option<(usize, usize, Option<String>)> = None;
+    let mut headers = [0usize; NAMED_TABLES.len()];
     let mut position = 0;
-    let mut label = None;
     for line in text.split_inclusive('\n') {
         let start = position;
         position += line.len();
-        let is_module =
-            line.trim().strip_prefix("[[").is_some() && header_name(line) == Some("module");
-        if is_module {
+        let header = header_name(line);
+        let array = line
+            .trim()
+            .strip_prefix("[[")
+            .and(header)
+            .and_then(|h| NAMED_TABLES.iter().position(|(a, ..)| *a == h));
+        if let Some(a) = array {
             if start > offset {
                 break;
             }
-            index = Some(headers);
-            headers += 1;
-            label = None;
+            current = Some((a, headers[a], None));
+            headers[a] += 1;
             continue;
         }
-        match header_name(line) {
-            // Another table: the module's block ends (sub-tables of the
-            // module, `[module.x]`, are still in it).
-            Some(name) if !name.starts_with("module.") => {
+        if let Some(name) = header {
+            // Another table: the block ends (sub-tables of the entry,
+            // `[module.x]`, are still in it).
+            let own = current.as_ref().is_some_and(|(a, ..)| {
+                name.strip_prefix(NAMED_TABLES[*a].0)
+                    .is_some_and(|rest| rest.starts_with('.'))
+            });
+            if !own {
                 if start > offset {
                     break;
                 }
-                index = None;
+                current = None;
             }
-            _ => {}
         }
-        if index.is_some() && label.is_none() {
-            label = string_value_of(line, "label");
+        if let Some((a, _, name @ None)) = &mut current {
+            *name = string_value_of(line, NAMED_TABLES[*a].1);
         }
     }
-    index.map(|i| (i, label))
+    current.map(|(a, i, name)| (NAMED_TABLES[a].2, i, name))
 }
 
 /// The string of a `key = "value"` (or `'value'`) line, if `line` is one.

@@ -381,7 +381,7 @@ fn unknown_keys() {
     assert!(e.starts_with("demo.toml:1:3: unknown field `modules`, expected one of `process`, `source`, `module`, `path`, `end_path`"), "{e}");
     let e = error("[[path]]\nname = \"p\"\nmodule = []\n");
     assert!(
-        e.starts_with("demo.toml:3:1: path: unknown field `module`"),
+        e.starts_with("demo.toml:3:1: path 'p': unknown field `module`"),
         "{e}"
     );
 }
@@ -401,7 +401,7 @@ fn missing_keys() {
     );
     let e = error("[[path]]\nmodules = []\n");
     assert!(
-        e.starts_with("demo.toml:1:1: path: missing field `name`"),
+        e.starts_with("demo.toml:1:1: path #1: missing field `name`"),
         "{e}"
     );
 }
@@ -432,6 +432,53 @@ fn wrong_types_name_the_key() {
         e,
         "demo.toml:1:52: module 'a': invalid type: string \"x\", expected f64"
     );
+}
+
+/// A key of a `[[path]]` or `[[end_path]]` table that is unknown or of the
+/// wrong type names the path, as a module's names the module: in a job
+/// of many paths, "path.modules" alone left the user to count tables.
+#[test]
+fn path_errors_name_the_path() {
+    let paths = |second: &str| {
+        format!(
+            "[[module]]\nlabel = \"a\"\ntype = \"filter\"\n\n[[module]]\nlabel = \"w\"\n\
+             type = \"output\"\n\n[[path]]\nname = \"first\"\nmodules = [\"a\"]\n\n{second}\n\n\
+             [[end_path]]\nname = \"out\"\nmodules = [\"w\"]\n"
+        )
+    };
+    let cases = [
+        (
+            "[[path]]\nname = \"second\"\nmodules = \"a\"",
+            "demo.toml:15:11: path 'second': modules: invalid type: string \"a\", expected a \
+             sequence",
+        ),
+        (
+            "[[path]]\nname = \"second\"\nmodules = [\"a\"]\nreorderable = \"yes\"",
+            "demo.toml:16:15: path 'second': reorderable: invalid type: string \"yes\", \
+             expected a boolean",
+        ),
+        (
+            "[[path]]\nname = \"second\"\nmodules = [\"a\"]\nreorderabel = true",
+            "demo.toml:16:1: path 'second': unknown field `reorderabel`, expected one of",
+        ),
+        (
+            "[[path]]\nmodules = [\"a\"]",
+            "demo.toml:13:1: path #2: missing field `name`",
+        ),
+        (
+            "[[end_path]]\nname = \"dqm\"\nmodule = [\"w\"]",
+            "demo.toml:15:1: end path 'dqm': unknown field `module`, expected one of",
+        ),
+        // A syntax error: found by the table's lines.
+        (
+            "[[path]]\nname = \"second\"\nmodules = [\"a\" \"b\"]",
+            "demo.toml:15:16: path 'second': ",
+        ),
+    ];
+    for (second, expected) in cases {
+        let e = error(&paths(second));
+        assert!(e.starts_with(expected), "{second}: {e}");
+    }
 }
 
 #[test]

@@ -10,6 +10,7 @@ use crate::ids::{Concurrency, InputTag, ModuleKind};
 use crate::process::{ModuleDesc, PathDesc, Process};
 
 pub use crate::config_error::ConfigError;
+use crate::config_error::did_you_mean;
 
 impl Process {
     /// Checks the description and compiles the static scheduling graph.
@@ -125,7 +126,8 @@ fn collect_products(process: &Process) -> Result<Products, ConfigError> {
 /// one, or another instance); empty when no module has that label.
 fn declared_by(process: &Process, label: &str) -> String {
     let Some(m) = process.modules.iter().find(|m| m.label == label) else {
-        return String::new();
+        let producers = process.modules.iter().filter(|m| !m.produces.is_empty());
+        return did_you_mean(label, producers.map(|m| m.label.as_str()));
     };
     let puts: Vec<String> = m
         .produces
@@ -247,6 +249,7 @@ fn path_nodes<'p>(
                     kind: "path",
                     path: p.name.clone(),
                     module: label.clone(),
+                    hint: did_you_mean(label, process.modules.iter().map(|m| m.label.as_str())),
                 });
             };
             if nodes[m].kind == ModuleKind::Output {
@@ -318,6 +321,7 @@ fn end_path_steps(
                     kind: "end path",
                     path: e.name.clone(),
                     module: label.clone(),
+                    hint: did_you_mean(label, process.modules.iter().map(|m| m.label.as_str())),
                 });
             };
             if !matches!(nodes[m].kind, ModuleKind::Analyzer | ModuleKind::Output) {
@@ -351,6 +355,7 @@ fn end_path_steps(
                     return Err(ConfigError::UnknownSelectPath {
                         module: label.clone(),
                         path: name.clone(),
+                        hint: did_you_mean(name, process.paths.iter().map(|p| p.name.as_str())),
                     });
                 };
                 select.push(p);

@@ -13,7 +13,8 @@ pub enum ConfigError {
     #[error("module label '{0}' is invalid: {1}")]
     InvalidLabel(String, String),
     /// `declared`: what the module of the product's label puts, when there
-    /// is such a module (" (module 'f' declares no products)"), else empty.
+    /// is such a module (" (module 'f' declares no products)"), else the
+    /// nearest producer's label (" (did you mean 'x'?)"), else empty.
     #[error("module '{module}' consumes '{product}', which no module produces{declared}")]
     MissingProduct {
         module: String,
@@ -40,18 +41,25 @@ pub enum ConfigError {
         cycle: Vec<String>,
         data: Vec<(String, String)>,
     },
-    #[error("{kind} '{path}' names unknown module '{module}'")]
+    /// `hint`: the nearest module label, as " (did you mean 'x'?)", or empty.
+    #[error("{kind} '{path}' names unknown module '{module}'{hint}")]
     UnknownPathModule {
         kind: &'static str,
         path: String,
         module: String,
+        hint: String,
     },
     #[error("path name '{0}' is used more than once")]
     DuplicatePath(String),
     #[error("path name '{0}' is invalid: path names are non-empty, without surrounding spaces")]
     InvalidPathName(String),
-    #[error("module '{module}' selects events of unknown path '{path}'")]
-    UnknownSelectPath { module: String, path: String },
+    /// `hint`: the nearest path name, as " (did you mean 'x'?)", or empty.
+    #[error("module '{module}' selects events of unknown path '{path}'{hint}")]
+    UnknownSelectPath {
+        module: String,
+        path: String,
+        hint: String,
+    },
     #[error("module '{module}': {reason}")]
     InvalidModule { module: String, reason: String },
     #[error("invalid concurrency for module '{module}': {reason}")]
@@ -78,4 +86,47 @@ fn path_cycle_message(path: &str, cycle: &[String], data: &[(String, String)]) -
         message += &format!(" ({})", needs.join("; "));
     }
     message
+}
+
+/// " (did you mean 'x'?)" with the candidate nearest to `name`, a likely
+/// typo of it (a few letters added, dropped, changed or in another case),
+/// else empty: the first of the nearest wins.
+pub(crate) fn did_you_mean<'a>(
+    name: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> String {
+    let typed: Vec<char> = name.to_lowercase().chars().collect();
+    // One edit in a short name (none in a name of one letter, which one
+    // edit turns into any other), up to three in a long one.
+    let most = (typed.len() / 4)
+        .clamp(1, 3)
+        .min(typed.len().saturating_sub(1));
+    let mut best: Option<(usize, &str)> = None;
+    for candidate in candidates {
+        let d = edits(
+            &typed,
+            &candidate.to_lowercase().chars().collect::<Vec<_>>(),
+        );
+        if d <= most && best.is_none_or(|(b, _)| d < b) {
+            best = Some((d, candidate));
+        }
+    }
+    best.map_or(String::new(), |(_, c)| format!(" (did you mean '{c}'?)"))
+}
+
+/// The Levenshtein distance of two strings of characters.
+fn edits(a: &[char], b: &[char]) -> usize {
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }

@@ -604,6 +604,71 @@ fn excl(names: &[&str]) -> Concurrency {
     Concurrency::Exclusive(names.iter().map(|s| s.to_string()).collect())
 }
 
+/// A name that is a typo of a module or path names the nearest one, as a
+/// product of a known label names what that module puts: in a graph of
+/// dozens of modules, "consumes 'muonSegment', which no module produces"
+/// left the user to search the file for the name meant. A name far from
+/// every other gets no guess.
+#[test]
+fn a_typo_names_the_nearest_module_or_path() {
+    use ConfigError as E;
+    rejected(
+        "product of a misspelt producer",
+        &["consumes 'muonSegment', which no module produces (did you mean 'muonSegments'?)"],
+        |e| matches!(e, E::MissingProduct { .. }),
+        |log, p| {
+            p.add(Probe::new(log, "muonSegments").puts(&[""]).producer());
+            p.add(Probe::new(log, "muonSeeds").puts(&[""]).producer());
+            p.add(Probe::new(log, "muons").reads(&["muonSegment"]).analyzer());
+            p.end_path("e", ["muons"]);
+        },
+    );
+    rejected(
+        "misspelt path step",
+        &["path 'HLT_MET' names unknown module 'metTriger' (did you mean 'metTrigger'?)"],
+        |e| matches!(e, E::UnknownPathModule { .. }),
+        |log, p| {
+            p.add(Probe::new(log, "metTrigger").filter());
+            p.path("HLT_MET", ["metTriger"]);
+        },
+    );
+    rejected(
+        "misspelt end path step",
+        &["end path 'out' names unknown module 'Writer' (did you mean 'writer'?)"],
+        |e| matches!(e, E::UnknownPathModule { .. }),
+        |log, p| {
+            p.add(Probe::new(log, "writer").output());
+            p.end_path("out", ["Writer"]);
+        },
+    );
+    rejected(
+        "misspelt selected path",
+        &["module 'out' selects events of unknown path 'HLT_IsoMuu' (did you mean 'HLT_IsoMu'?)"],
+        |e| matches!(e, E::UnknownSelectPath { .. }),
+        |log, p| {
+            p.add(Probe::new(log, "iso").filter());
+            p.path("HLT_IsoMu", ["iso"]);
+            p.add(
+                Probe::new(log, "out")
+                    .output()
+                    .select_events(["HLT_IsoMuu"]),
+            );
+            p.end_path("e", ["out"]);
+        },
+    );
+    // Nothing near: no guess.
+    let log = Log::new();
+    let mut p = Process::new("far");
+    p.set_source(EmptySource::new(1));
+    p.add(Probe::new(&log, "tracks").puts(&[""]).producer());
+    p.add(Probe::new(&log, "reader").reads(&["vertices"]).analyzer());
+    p.end_path("e", ["reader"]);
+    assert_eq!(
+        p.compile().expect_err("no producer").to_string(),
+        "module 'reader' consumes 'vertices', which no module produces"
+    );
+}
+
 #[test]
 fn configuration_errors_are_reported_before_anything_runs() {
     use ConfigError as E;
