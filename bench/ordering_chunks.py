@@ -73,7 +73,16 @@ def main() -> int:
     spec = cuts(cols)
     d = {n: apply(op, cols[var], thr) for n, (var, op, thr) in spec.items()}
     best_order, best = oracle(d)
-    merge_statistics = dist_run._merge_statistics
+    from evflow.distributed.statistics import ChunkStatistics
+
+    class OrdersOnly(ChunkStatistics):
+        """The client hands the merged orders, not the statistics (as
+        before they were exchanged)."""
+
+        @property
+        def merged(self) -> str | None:
+            return None
+
     print(
         f"{args.events} events, batches of {args.step_size}, chunks of {args.chunk_size}, "
         f"{args.processes} worker processes, load average {os.getloadavg()[0]:.1f}"
@@ -89,11 +98,7 @@ def main() -> int:
         with Client(cluster) as client:
             for r in range(args.runs):
                 for mode in results:
-                    # "orders only": the client hands the merged orders, not the
-                    # statistics (as before they were exchanged).
-                    dist_run._merge_statistics = (
-                        merge_statistics if mode == "statistics" else (lambda merged, new: None)
-                    )
+                    dist_run.ChunkStatistics = ChunkStatistics if mode == "statistics" else OrdersOnly  # type: ignore[misc]
                     with tempfile.TemporaryDirectory(prefix="evflow-chunks-") as tally:
                         proc = analysis(args.events, args.step_size, seed, spec, tally)
                         t0 = time.perf_counter()
@@ -109,7 +114,7 @@ def main() -> int:
                     )
                     sys.stdout.flush()
     finally:
-        dist_run._merge_statistics = merge_statistics
+        dist_run.ChunkStatistics = ChunkStatistics  # type: ignore[misc]
         cluster.close()
     for mode, ratios in results.items():
         print(f"{mode}: median {float(np.median(ratios)):.3f}, worst {max(ratios):.3f}")

@@ -13,8 +13,9 @@ written, and the job is told so once. See docs/filter-ordering.md,
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,44 @@ def notice(path: str, pairs: Sequence[tuple[str, str]], explicit: Sequence[tuple
         f"its guard (second) passed; it runs after its guard for the whole job. Write it explicitly: "
         f"proc.path('{path}', ..., after=[{every}])"
     )
+
+
+def applied(
+    stats: str | None, engine_label: Mapping[tuple[str, str], str]
+) -> dict[str, list[tuple[str, str]]]:
+    """Per path, the pairs its planner took beyond the written ones, by the
+    filters' labels: inferred by this job's probe, or imported with
+    statistics measured before (a later chunk of a distributed run, which
+    takes no probe). ``stats``: the statistics the planner exported (JSON
+    text, their ``after`` pairs by engine label); ``engine_label`` maps
+    ``(path, filter label)`` to the engine's label."""
+    if not stats:
+        return {}
+    label = {engine: f for (_path, f), engine in engine_label.items()}
+    out: dict[str, list[tuple[str, str]]] = {}
+    for path, s in json.loads(stats).items():
+        pairs = [(label.get(a, a), label.get(b, b)) for a, b in s.get("after", [])]
+        if pairs:
+            out[path] = pairs
+    return out
+
+
+def union(parts: Iterable[Mapping[str, Sequence[Sequence[str]]]]) -> dict[str, list[tuple[str, str]]]:
+    """Per path, the pairs of ``parts`` in their order, each once (a
+    distributed run's chunks' pairs, given in chunk order, whatever the
+    order they finished in).
+
+    >>> union([{"sel": [("cut", "guard")]}, {"sel": [["cut", "guard"], ["b", "a"]]}])
+    {'sel': [('cut', 'guard'), ('b', 'a')]}
+    """
+    out: dict[str, list[tuple[str, str]]] = {}
+    for part in parts:
+        for path, pairs in part.items():
+            have = out.setdefault(path, [])
+            for a, b in pairs:
+                if (a, b) not in have:
+                    have.append((a, b))
+    return {path: pairs for path, pairs in out.items() if pairs}
 
 
 def report_inferred(report: dict[str, Any], cutflow: Any, inferred: dict[str, list[tuple[str, str]]]) -> None:

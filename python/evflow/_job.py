@@ -16,7 +16,7 @@ from ._bad_files import bad_files_left_out, with_skipped
 from ._file_gate import undo_hist
 from ._fill import add_into, check_weights, describe, fill_values, flatten
 from ._first_probe import FirstProbe, Steps
-from ._guard_inference import announce, report_inferred
+from ._guard_inference import announce, applied, report_inferred, union
 from ._modules import Analyzer, Filter, Producer
 from ._order_hint import with_failed_hints, with_order_hint
 from ._ordered import Commit
@@ -361,7 +361,8 @@ def run_process(
     measured before (merged by ``_evflow.merge_ordering_stats``) that the
     reorderable paths start from instead of learning from scratch.
     ``print_notice``: print the notice of a missing device (else it is only
-    in ``result.report["devices"]``)."""
+    in ``result.report["devices"]``) and that of the ``after=`` pairs the
+    probe inferred (else only in ``result.report["inferred_after"]``)."""
     if executor not in ("threaded", "sequential"):
         raise ConfigurationError(f"executor must be 'threaded' or 'sequential', not {executor!r}")
     if filter_order not in ("fixed", "adaptive", "hepframe"):
@@ -390,6 +391,7 @@ def run_process(
                 notice,
                 first_batch,
                 ordering_stats,
+                print_notice,
             )
         return with_skipped(result, skipped)
     finally:
@@ -411,6 +413,7 @@ def _run_plan(
     notice: str,
     first_batch: int = 0,
     ordering_stats: str | None = None,
+    print_notice: bool = True,
 ) -> Result:
     from . import _evflow
     from .cutflow import build
@@ -511,7 +514,8 @@ def _run_plan(
     finally:
         remote = {off.label: off.close() for off in plan.offloaders}
     res = watch.without_bad(res) if watch is not None else res
-    announce(first.inferred, proc.paths)
+    if print_notice:  # a distributed chunk's: its client says it once for the job
+        announce(first.inferred, proc.paths)
     try:
         # The engine reports progress every 0.2 s while it runs: the last
         # call gives the totals (also of a job shorter than that).
@@ -570,7 +574,9 @@ def _run_plan(
         filter_order,
         report.get("orderings", []),
     )
-    report_inferred(report, cutflow, first.inferred)
+    # Its probe's, and those imported (a later chunk of a distributed run takes no probe).
+    pairs = union([first.inferred, applied(res["ordering_stats"], plan.engine_label)])
+    report_inferred(report, cutflow, pairs)
     histograms = {}
     for name, (state, template) in plan.hists.items():
         histograms[name] = state["total"] if state["total"] is not None else template.copy()

@@ -265,6 +265,7 @@ impl Job {
         let planner: Option<PlannerFactory> = policy.map(|policy| {
             let options = OrderingOptions::new(policy);
             let slot = shared.planner.clone();
+            let batches = shared.clone();
             let factory: PlannerFactory = Arc::new(move |graph: &Graph| {
                 let planner = Arc::new(OrderingPlanner::new(graph, &options));
                 if let Some(stats) = &imported
@@ -273,6 +274,15 @@ impl Job {
                     // Checked against the paths before the run: not expected.
                     eprintln!("evflow: {e}; the paths learn their order from scratch");
                 }
+                // Imported `after=` pairs bind the sampled batches' probes
+                // as written ones do: a cut decides where its guard passed.
+                let mut preds = (batches.step_preds.lock()).unwrap_or_else(|e| e.into_inner());
+                for (p, steps) in preds.iter_mut().enumerate() {
+                    for (s, bits) in steps.iter_mut().zip(planner.precedence(p)) {
+                        *s |= bits;
+                    }
+                }
+                drop(preds);
                 let _ = slot.set(planner.clone());
                 planner as Arc<dyn Planner>
             });

@@ -18,6 +18,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .._dist_support import new_directories, pickled, remove_created
+from .._guard_inference import announce, report_inferred, union
 from .._progress import ChunkProgress
 from .._skim_checks import check_skims
 from .._skim_types import schema_of
@@ -41,6 +42,7 @@ from .chunks import (
 )
 from .merge import Merger, merge_reports
 from .skims import finish_skim, input_types, prepare_skim_dir, skim_dir
+from .statistics import ChunkStatistics
 from .task import run_chunk
 
 if TYPE_CHECKING:
@@ -195,16 +197,6 @@ def _warn_analyzers(proc: Process) -> None:
         )
 
 
-def _merge_statistics(merged: str | None, new: str | None) -> str | None:
-    """What the adaptive planners measured so far (JSON text), with a
-    finished chunk's own measurements added: the next chunks start from it."""
-    if not new or new == "{}":
-        return merged
-    from .. import _evflow
-
-    return str(_evflow.merge_ordering_stats([merged, new] if merged else [new]))
-
-
 def run(
     target: Process | Callable[[], Process],
     *,
@@ -323,6 +315,7 @@ def run(
         seeding = filter_order in ("adaptive", "hepframe") and any(p.reorderable for p in proc.paths.values())
         tally: dict[str, Counter[tuple[str, ...]]] = {}
         published: dict[str, list[str]] = {}
+        measured = ChunkStatistics()  # merged in chunk order, whatever order the chunks finish in
         statistics: str | None = None
         options = {
             "threads": threads or 1,
@@ -448,6 +441,7 @@ def run(
                                         }
                                     )
                                     merger.add(ch, None)
+                                    measured.add(ch.index, None)
                                     done_events += ch.events  # handled: as one process counts a batch skipped
                             else:
                                 notice = (r["report"].get("devices") or {}).get("notice")
@@ -464,7 +458,8 @@ def run(
                                     published = {
                                         name: list(t.most_common(1)[0][0]) for name, t in tally.items()
                                     }
-                                    statistics = _merge_statistics(statistics, r["raw"].get("ordering_stats"))
+                                    measured.add(ch.index, r["raw"].get("ordering_stats"))
+                                    statistics = measured.merged
                                 dispatch()  # the next chunk before this one is merged
                                 m0 = time.perf_counter()
                                 merger.add(ch, r)
@@ -564,6 +559,9 @@ def run(
         filter_order,
         report.get("orderings", []),
     )
+    inferred = union(r.get("inferred_after", {}) for r in merger.reports)  # in chunk order
+    report_inferred(report, cutflow, inferred)
+    announce(inferred, proc.paths)  # once, here: the chunks' go to their workers' logs
     histograms = {n: (h if h is not None else templates[n].copy()) for n, h in merger.totals.items()}
     result = Result(
         process=proc.name,

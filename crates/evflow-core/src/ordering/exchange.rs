@@ -75,6 +75,14 @@ pub struct PathStatistics {
     /// they were exchanged, which read as none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outside: Vec<OutsideProducerCost>,
+    /// Precedence pairs `(later, earlier)`, by step label, that the path
+    /// took beyond those it was written with: inferred by the probe before
+    /// its first decision (a cut that fails where a cut written before it
+    /// did not pass), or imported. A planner starting from the statistics
+    /// takes them before its first decision. Absent from statistics
+    /// written before they were exchanged, which read as none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<(String, String)>,
 }
 
 /// A producer that several steps of a path need, and its robust cost per
@@ -203,6 +211,7 @@ impl PathStatistics {
         }
         self.validate_shared()
             .and_then(|()| self.validate_outside())
+            .and_then(|()| self.validate_after())
             .map_err(err)
     }
 
@@ -297,6 +306,7 @@ impl PathStatistics {
             costs,
             shared: self.shared.clone(),
             outside: self.outside.clone(),
+            after: self.after.clone(),
         })
     }
 
@@ -306,7 +316,8 @@ impl PathStatistics {
     /// [`MAX_EXCHANGED_ORDERS`] orders with the most events kept), and each
     /// step's cost, and each shared producer's (by label), averaged with
     /// weights of their measurements; the counts of the producers also
-    /// needed outside the path summed.
+    /// needed outside the path summed; its `after` pairs added to these
+    /// (once each, a pair making a cycle with them left out).
     pub fn merge(&mut self, other: &PathStatistics) -> Result<(), StatisticsError> {
         let other = other.for_steps("", &self.steps)?;
         self.samples.extend_from_slice(&other.samples);
@@ -352,6 +363,7 @@ impl PathStatistics {
             }
         }
         self.merge_outside(other.outside);
+        self.merge_after(&other.after);
         Ok(())
     }
 }

@@ -40,6 +40,7 @@
 
 mod costs;
 mod exchange;
+mod exchange_after;
 mod exchange_outside;
 pub mod model;
 mod planner;

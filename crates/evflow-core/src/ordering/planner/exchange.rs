@@ -13,6 +13,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::OrderingPlanner;
+use super::probe::constrained;
 use super::state::*;
 use super::stats::*;
 use crate::ordering::costs::Measured;
@@ -20,6 +21,7 @@ use crate::ordering::exchange::{
     OrderingStatistics, OutsideProducerCost, PathStatistics, SharedProducerCost, StatisticsError,
     StepCost, StopCounts, combine_costs,
 };
+use crate::ordering::model::respects;
 use crate::ordering::policy::Policy;
 
 impl OrderingPlanner {
@@ -109,6 +111,15 @@ impl OrderingPlanner {
                     costs: own_costs.iter().map(|&m| step_cost(m)).collect(),
                     shared,
                     outside,
+                    after: lock(&d.added)
+                        .iter()
+                        .map(|&(e, l)| {
+                            (
+                                self.labels[d.steps[l]].clone(),
+                                self.labels[d.steps[e]].clone(),
+                            )
+                        })
+                        .collect(),
                 },
             );
         }
@@ -203,6 +214,7 @@ impl OrderingPlanner {
         let enough = imported.samples.len() >= MIN_SAMPLES_TO_REORDER;
         let mut st = lock(&d.state);
         let n_obs = d.observed.load(Relaxed);
+        self.import_precedence(d, &st, &ps.after, n_obs);
         st.imported = Some(imported);
         d.imported.store(true, Relaxed);
         if enough {
@@ -211,6 +223,43 @@ impl OrderingPlanner {
             st.learning = false;
             self.decide_adaptive(d, &mut st, n_obs);
             d.next_check.store(st.next_decision.max(n_obs + 1), Relaxed);
+        }
+    }
+
+    /// Takes the imported `after` pairs (`(later, earlier)` labels) before
+    /// the path's first decision, as if written (a pair that makes a cycle
+    /// with the written ones is left out): a cut that another planner's
+    /// probe found to fail without its guard runs after it here too, with
+    /// no probe. When the order in force (the written one, or a chunk's
+    /// seeded one) breaks them, the nearest order that respects them is
+    /// put in force before the first event.
+    fn import_precedence(&self, d: &Dyn, st: &State, after: &[(String, String)], n_obs: u64) {
+        let labels = self.step_labels(d);
+        let at = |x: &String| labels.iter().position(|l| l == x);
+        let mut preds = d.preds().as_ref().clone();
+        let mut taken = Vec::new();
+        for (later, earlier) in after {
+            let (Some(l), Some(e)) = (at(later), at(earlier)) else {
+                continue;
+            };
+            if let Ok(with) = constrained(&preds, &[(e, l)]) {
+                preds = with;
+                taken.push((e, l));
+            }
+        }
+        if taken.is_empty() {
+            return;
+        }
+        self.set_precedence(d, preds.clone(), &taken);
+        let order: Vec<usize> = read(&d.current).order.iter().map(|&i| i as usize).collect();
+        if !respects(&order, &preds) {
+            let groups = topological_written(&preds)
+                .into_iter()
+                .map(|j| vec![j])
+                .collect();
+            let current = make_current(&d.steps, groups, &st.rates, st.targets(&preds));
+            let reason = "the order in force breaks the imported after= pairs: the nearest order that respects them";
+            self.install(d, current, n_obs, reason.into());
         }
     }
 

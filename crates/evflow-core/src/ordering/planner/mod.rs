@@ -216,6 +216,7 @@ impl OrderingPlanner {
                     reached: (0..n).map(|_| AtomicU64::new(0)).collect(),
                     passed: (0..n).map(|_| AtomicU64::new(0)).collect(),
                     imported: AtomicBool::new(false),
+                    added: Mutex::new(Vec::new()),
                     samples: Mutex::new(Samples {
                         ring: Vec::new(),
                         next: 0,

@@ -35,17 +35,7 @@ impl OrderingPlanner {
         let Slot::Dynamic(d) = &self.paths[path] else {
             return Err(PrecedenceRefused::Decided);
         };
-        let mut preds = d.preds().as_ref().clone();
-        for &(a, b) in pairs {
-            if a >= preds.len().min(64) || b >= preds.len().min(64) || a == b {
-                return Err(PrecedenceRefused::Position(a, b));
-            }
-            preds[b] |= 1 << a;
-            let closure = model::transitive_closure(&preds);
-            if closure.iter().enumerate().any(|(j, &c)| c & 1 << j != 0) {
-                return Err(PrecedenceRefused::Cycle(a, b));
-            }
-        }
+        let preds = constrained(&d.preds(), pairs)?;
         let order: Vec<usize> = d
             .order_now
             .iter()
@@ -53,6 +43,36 @@ impl OrderingPlanner {
             .collect();
         if !model::respects(&order, &preds) {
             return Err(PrecedenceRefused::OrderInForce);
+        }
+        self.set_precedence(d, preds, pairs);
+        Ok(())
+    }
+
+    /// The precedence constraints in force on `path`: per step (position
+    /// in the written order), the steps it must follow (a bit set), the
+    /// written ones and those added since
+    /// ([`add_precedence`](Self::add_precedence), or imported with
+    /// statistics); empty for a path the planner does not reorder (or
+    /// none of that index).
+    pub fn precedence(&self, path: PathIdx) -> Vec<u64> {
+        match self.paths.get(path) {
+            Some(Slot::Dynamic(d)) => d.preds().as_ref().clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Puts `preds` (the path's constraints with `pairs` added) in force,
+    /// and notes the pairs that were not there yet (exported with the
+    /// statistics).
+    pub(super) fn set_precedence(&self, d: &Dyn, preds: Vec<u64>, pairs: &[(usize, usize)]) {
+        let before = d.preds();
+        {
+            let mut added = lock(&d.added);
+            for &(a, b) in pairs {
+                if before[b] >> a & 1 == 0 && !added.contains(&(a, b)) {
+                    added.push((a, b));
+                }
+            }
         }
         // The exact search walks the feasible prefix sets: fewer now.
         let ideals = if d.policy == Policy::Adaptive {
@@ -62,7 +82,6 @@ impl OrderingPlanner {
         };
         *d.ideals.write().unwrap_or_else(|e| e.into_inner()) = ideals;
         *d.preds.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(preds);
-        Ok(())
     }
 
     /// Whether a batch about to enter `path` should first run a probe of
@@ -144,6 +163,27 @@ impl OrderingPlanner {
     }
 }
 
+/// `preds` (per step, the steps it must follow) with the pairs
+/// `(earlier, later)` added; refused when a pair is not one of two steps
+/// or closes a cycle.
+pub(super) fn constrained(
+    preds: &[u64],
+    pairs: &[(usize, usize)],
+) -> Result<Vec<u64>, PrecedenceRefused> {
+    let mut preds = preds.to_vec();
+    for &(a, b) in pairs {
+        if a >= preds.len().min(64) || b >= preds.len().min(64) || a == b {
+            return Err(PrecedenceRefused::Position(a, b));
+        }
+        preds[b] |= 1 << a;
+        let closure = model::transitive_closure(&preds);
+        if closure.iter().enumerate().any(|(j, &c)| c & 1 << j != 0) {
+            return Err(PrecedenceRefused::Cycle(a, b));
+        }
+    }
+    Ok(preds)
+}
+
 #[cfg(test)]
 mod tests {
     use crate::ordering::OrderingPlanner;
@@ -164,12 +204,17 @@ mod tests {
 
     /// One reorderable `adaptive` path written `guard > cut > other`.
     fn planner() -> OrderingPlanner {
+        written(["guard", "cut", "other"])
+    }
+
+    /// The path `sel` of the three steps written in the order `steps`.
+    fn written(steps: [&str; 3]) -> OrderingPlanner {
         let mut proc = Process::new("guarded");
         proc.set_source(EmptySource::new(1));
-        for label in ["guard", "cut", "other"] {
+        for label in steps {
             proc.add(ModuleDesc::filter(label, Driven));
         }
-        proc.add_path(PathDesc::new("sel", ["guard", "cut", "other"]).reorderable(true));
+        proc.add_path(PathDesc::new("sel", steps).reorderable(true));
         OrderingPlanner::new(
             &proc.compile().unwrap(),
             &OrderingOptions::new(Policy::Adaptive),
@@ -230,5 +275,39 @@ mod tests {
             panic!("a dynamic path");
         };
         assert_eq!(d.preds().as_slice(), [0, 0b001, 0]);
+    }
+
+    /// Pairs inferred by one planner's probe travel with its statistics:
+    /// another planner of the path takes them before its first decision,
+    /// with no probe, also when its written order puts the cut first, and
+    /// exports them again.
+    #[test]
+    fn inferred_pairs_bind_the_planners_that_import_them() {
+        let first = planner();
+        assert_eq!(first.add_precedence(0, &[(0, 1)]), Ok(()));
+        decide(&first);
+        let stats = first.statistics();
+        let pair = [("cut".to_string(), "guard".to_string())];
+        assert_eq!(stats["sel"].after, pair);
+        for steps in [["guard", "cut", "other"], ["cut", "other", "guard"]] {
+            let later = written(steps);
+            later.import_statistics(&stats).unwrap();
+            assert!(!later.wants_first_probe(0));
+            let order = later.current_order(0);
+            let at = |l: &str| order.iter().position(|o| o == l).unwrap();
+            assert!(at("guard") < at("cut"), "{steps:?}: {order:?}");
+            let guard = steps.iter().position(|&s| s == "guard").unwrap();
+            let cut = steps.iter().position(|&s| s == "cut").unwrap();
+            assert_eq!(later.precedence(0)[cut], 1 << guard, "{steps:?}");
+            assert_eq!(later.statistics()["sel"].after, pair);
+        }
+        // Without samples to decide from, the cut written first still
+        // waits for its guard.
+        let mut few = stats.clone();
+        few.get_mut("sel").unwrap().samples.truncate(3);
+        let later = written(["cut", "other", "guard"]);
+        later.import_statistics(&few).unwrap();
+        let order = later.current_order(0);
+        assert_eq!(order, ["other", "guard", "cut"]);
     }
 }

@@ -101,6 +101,9 @@ pub(super) struct Dyn {
     pub(super) samples: Mutex<Samples>,
     /// Statistics were imported (`State::imported`): no first probe.
     pub(super) imported: AtomicBool,
+    /// The constraints `(earlier, later)` added to the written ones
+    /// (inferred by the first probe, or imported), in the order taken.
+    pub(super) added: Mutex<Vec<(usize, usize)>>,
     pub(super) state: Mutex<State>,
 }
 
