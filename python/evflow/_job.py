@@ -18,6 +18,7 @@ from ._fill import add_into, check_weights, describe, fill_values, flatten
 from ._first_probe import FirstProbe, Steps
 from ._guard_inference import announce, applied, report_inferred, union
 from ._modules import Analyzer, Filter, Producer
+from ._nothing_processed import fail_if_nothing_processed
 from ._order_hint import with_failed_hints, with_order_hint
 from ._ordered import Commit
 from ._producer_events import mark_producer_events
@@ -533,8 +534,7 @@ def _run_plan(
     if report is not None and remote:
         report["remote"] = remote
 
-    if res["aborted"]:
-        # A second interrupt cancelled the batches in flight.
+    if res["aborted"]:  # a second interrupt cancelled the batches in flight
         for out in outputs:
             out._abort()
         raise Aborted("evflow run aborted; partial outputs were removed")
@@ -542,8 +542,8 @@ def _run_plan(
         for out in outputs:
             out._abort()
         raise job_error(with_order_hint(user_error(res, plan.engine_label), proc, filter_order), report)
-
     try:
+        fail_if_nothing_processed(res, report, raw)  # its outputs removed below, as a failed job's
         plan.commit.finish()
         written = {out.path: out._rows for out in outputs}
         for out in outputs:

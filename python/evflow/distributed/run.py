@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._dist_support import new_directories, pickled, remove_created
 from .._guard_inference import announce, report_inferred, union
+from .._nothing_processed import nothing_processed
 from .._progress import ChunkProgress
 from .._skim_checks import check_skims
 from .._skim_types import schema_of
@@ -472,6 +473,12 @@ def run(
                         break
                     except KeyboardInterrupt as e:  # not through the handler (a callback's)
                         stop.interrupt(e)  # the first stops the run; a second is raised
+            if not stop.requested and merger.events == 0 and (merger.failed or skipped_chunks):
+                firsts, chunks = ([s[k] for s in merger.summaries] for k in ("first_batch", "chunk"))
+                report = merge_reports(merger.reports, firsts, chunks)  # the first failure, numbered
+                error = nothing_processed(report, 0, merger.failed, skipped_chunks)
+                assert error is not None  # no event, and batches failed or chunks were left out
+                raise error  # its skims removed below, as a failed job's
         except BaseException as failure:
             if skim_dirs and futures and not isinstance(failure, KeyboardInterrupt):
                 # A cancelled task already running on a worker still finishes
