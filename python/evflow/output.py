@@ -108,6 +108,29 @@ def remove_skim_directory(path: str) -> None:
     os.rmdir(path)
 
 
+def _checked_compression(compression: Any, path: str) -> Any:
+    """``compression`` when pyarrow's Parquet writer takes it (a codec name,
+    ``None``, or ``{column: codec}``), checked when the skim is declared:
+    an unknown codec failed the job at its first batch, as a failure of
+    module ``output0`` that named neither the skim nor the option."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    what = f"Parquet output '{path}': compression={compression!r}"
+    if not (compression is None or isinstance(compression, str | dict)):
+        raise ConfigurationError(f"{what} is not a codec name (or {{column: codec}})")
+    names = list(compression) if isinstance(compression, dict) else ["x"]
+    empty = pa.table({str(n): pa.array([], pa.int8()) for n in names})
+    try:
+        pq.write_table(empty, pa.BufferOutputStream(), compression=compression)
+    except Exception as e:
+        raise ConfigurationError(
+            f"{what} is not a codec pyarrow writes ({e}); use 'zstd', 'snappy', 'gzip', 'brotli', "
+            "'lz4' or 'none'"
+        ) from None
+    return compression
+
+
 class ParquetOutput:
     """A Parquet skim: ``columns`` (branches or products) of the events that
     pass the selected paths. Jagged columns are written as Arrow lists."""
@@ -135,7 +158,7 @@ class ParquetOutput:
             )
         self.path = os.fspath(path)
         self.columns = columns
-        self.compression = compression
+        self.compression = _checked_compression(compression, self.path)
         self._tmp: str | None = None
         self._writer: Any = None
         self._rows = 0
