@@ -18,7 +18,12 @@ PathLike = str | os.PathLike[str]
 
 
 def _files(files: PathLike | Iterable[PathLike]) -> list[str]:
-    out = [os.fspath(files)] if isinstance(files, str | os.PathLike) else [os.fspath(f) for f in files]
+    if isinstance(files, str | os.PathLike):
+        return [os.fspath(files)]
+    given = list(files) if isinstance(files, Iterable) else None
+    if given is None or any(not isinstance(f, str | os.PathLike) for f in given):
+        raise ConfigurationError(f"the source's files are a path or a list of paths, not {files!r}")
+    out = [os.fspath(f) for f in given]
     if not out:
         raise ConfigurationError("the source has no input file")
     return out
