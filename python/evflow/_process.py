@@ -152,7 +152,8 @@ class Process:
         """Decorator: ``fn(ev)`` computes new columns for the events of a
         batch. Return the array (one product) or a dict ``{name: array}``,
         one entry per event. Products are computed on demand, only for events
-        still selected by some path. ``remote=ef.remote.Remote(...)`` lets
+        still selected by a path that reads them (through its filters, or the
+        histograms, skims and analyzers following it). ``remote=ef.remote.Remote(...)`` lets
         batches run on a Dask worker holding resources (see evflow.remote).
 
         ``device=fn_device``: a device implementation ``fn_device(ev, xp)``

@@ -476,9 +476,10 @@ impl Batch {
         }
     }
 
-    /// The events a producer computes on: every event that some path may
-    /// still need, or all of them when an analyzer reading every event
-    /// consumes the product (`needs_all`); and the subsample of a batch
+    /// The events a producer computes on: every event that one of
+    /// `live_paths` (the paths it serves; `None`: every path) still holds,
+    /// or all of them when an analyzer reading every event consumes the
+    /// product (`needs_all`); and the subsample of a batch
     /// sampled on one of `probe_paths` (`None`: any path), the paths whose
     /// filters the producer feeds: one that feeds only histograms, skims or
     /// analyzers computes on the paths' events, as without sampling.
@@ -486,12 +487,13 @@ impl Batch {
         &self,
         py: Python<'_>,
         needs_all: bool,
+        live_paths: Option<&[usize]>,
         probe_paths: Option<&[usize]>,
     ) -> PyResult<Option<Py<PyAny>>> {
         if needs_all || self.shared.n_paths == 0 {
             return Ok(None);
         }
-        let live = self.union(py, None)?;
+        let live = self.union(py, live_paths)?;
         if !self.probed_on(probe_paths) {
             return Ok(live);
         }

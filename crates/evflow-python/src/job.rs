@@ -42,6 +42,9 @@ struct ModuleSpec {
     step: usize,
     after: Option<Vec<usize>>,
     needs_all: bool,
+    /// For a producer: the paths whose events it serves (`None`: every
+    /// path).
+    live_paths: Option<Vec<usize>>,
     /// For a producer: the paths whose filters it feeds (`None`: any).
     probe_paths: Option<Vec<usize>>,
     /// For a producer: the offloader that runs it locally or remotely
@@ -136,13 +139,14 @@ impl Job {
     /// Adds one engine module. `consumes` are engine product tags
     /// (`label:instance`) besides the batch itself. A producer with
     /// `needs_all` computes on every event of a batch (some consumer reads
-    /// all events), otherwise on the events some path still holds, and on
+    /// all events), otherwise on the events one of `live_paths` (the paths
+    /// it serves; `None`: every path) still holds, and on
     /// the subsample of a batch sampled on one of `probe_paths` (the paths
     /// whose filters it feeds; `None`: any path).
     /// A producer with a `remote` offloader (`acquire(data, selection,
     /// inputs, done) -> token`, `produce(token) -> values`) runs as
     /// external work: no engine thread waits while its request is out.
-    #[pyo3(signature = (kind, label, runner, consumes, produces, concurrency="shared", resources=Vec::new(), path=0, step=0, after=None, needs_all=true, remote=None, probe_paths=None))]
+    #[pyo3(signature = (kind, label, runner, consumes, produces, concurrency="shared", resources=Vec::new(), path=0, step=0, after=None, needs_all=true, remote=None, probe_paths=None, live_paths=None))]
     #[allow(clippy::too_many_arguments)]
     fn add_module(
         &mut self,
@@ -159,6 +163,7 @@ impl Job {
         needs_all: bool,
         remote: Option<Py<PyAny>>,
         probe_paths: Option<Vec<usize>>,
+        live_paths: Option<Vec<usize>>,
     ) -> PyResult<()> {
         if remote.is_some() && kind != "producer" {
             return Err(PyValueError::new_err(format!(
@@ -182,6 +187,7 @@ impl Job {
             step,
             after,
             needs_all,
+            live_paths,
             probe_paths,
             remote,
         });
@@ -319,6 +325,7 @@ impl Job {
                         call,
                         m.produces.clone(),
                         m.needs_all,
+                        m.live_paths,
                         m.probe_paths,
                         m.remote.expect("checked"),
                     ),
@@ -331,6 +338,7 @@ impl Job {
                         call,
                         produces: m.produces.clone(),
                         needs_all: m.needs_all,
+                        live_paths: m.live_paths,
                         probe_paths: m.probe_paths,
                     },
                 )

@@ -87,6 +87,10 @@ pub(crate) struct PyProducer {
     pub produces: Vec<String>,
     /// Some consumer (directly or through producers) reads every event.
     pub needs_all: bool,
+    /// The paths whose events it serves (`None`: every path): their
+    /// filters, or the analyzers, histograms and skims following them,
+    /// read its products; another path's events are not computed on.
+    pub live_paths: Option<Vec<usize>>,
     /// The paths whose filters it feeds (`None`: any): it computes on the
     /// subsample of a batch sampled on one of them.
     pub probe_paths: Option<Vec<usize>>,
@@ -99,7 +103,8 @@ impl Producer for PyProducer {
         let batch = self.call.batch(ev)?;
         self.call.with_python(batch, |py| {
             let probe_paths = self.probe_paths.as_deref();
-            let mut live = batch.live_for(py, self.needs_all, probe_paths)?;
+            let live_paths = self.live_paths.as_deref();
+            let mut live = batch.live_for(py, self.needs_all, live_paths, probe_paths)?;
             let run = |sel: Option<&Py<PyAny>>| -> Result<Bound<'_, PyAny>, Failure> {
                 let inputs = self.call.inputs(py, ev)?;
                 let sel_arg = sel.map(|s| s.clone_ref(py));
@@ -118,7 +123,7 @@ impl Producer for PyProducer {
                 // computed on the paths' events alone, and the subsample's
                 // decisions that need it stay undecided.
                 Err(Failure::Python(_)) if live.is_some() && batch.probed_on(probe_paths) => {
-                    live = batch.union(py, None)?;
+                    live = batch.union(py, live_paths)?;
                     run(live.as_ref())?
                 }
                 Err(e) => return Err(e),

@@ -82,8 +82,10 @@ pub(crate) struct PyRemoteProducer {
     pub call: PyCall,
     pub produces: Vec<String>,
     pub needs_all: bool,
-    /// The paths whose filters it feeds (`None`: any), as for
+    /// The paths whose events it serves and those whose filters it feeds
+    /// (`None`: every path, any), as for
     /// [`crate::modules::PyProducer`].
+    pub live_paths: Option<Vec<usize>>,
     pub probe_paths: Option<Vec<usize>>,
     pub offloader: Py<PyAny>,
     pending: Mutex<HashMap<u64, Pending>>,
@@ -94,6 +96,7 @@ impl PyRemoteProducer {
         call: PyCall,
         produces: Vec<String>,
         needs_all: bool,
+        live_paths: Option<Vec<usize>>,
         probe_paths: Option<Vec<usize>>,
         offloader: Py<PyAny>,
     ) -> Self {
@@ -101,6 +104,7 @@ impl PyRemoteProducer {
             call,
             produces,
             needs_all,
+            live_paths,
             probe_paths,
             offloader,
             pending: Mutex::new(HashMap::new()),
@@ -127,7 +131,12 @@ impl Producer for PyRemoteProducer {
         })
         .map_err(|e| ModuleError::msg(format!("{}: {e}", batch.label)))?;
         let result = self.call.with_python(batch, |py| {
-            let live = batch.live_for(py, self.needs_all, self.probe_paths.as_deref())?;
+            let live = batch.live_for(
+                py,
+                self.needs_all,
+                self.live_paths.as_deref(),
+                self.probe_paths.as_deref(),
+            )?;
             let inputs = self.call.inputs(py, ev)?;
             let sel_arg = live.as_ref().map(|s| s.clone_ref(py));
             let token = self.offloader.bind(py).call_method1(
