@@ -13,18 +13,39 @@ pub fn load_file(path: &Path, opts: &LoadOptions) -> Result<Loaded, ConfigFileEr
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| ConfigFileError::Read {
         file: file.clone(),
-        source,
+        source: not_text(source),
     })?;
     // A byte-order mark (some editors write one) is no syntax error.
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     let format = Format::detect(path, text);
-    load_str(text, format, opts, &file).map_err(|e| with_format_hint(e, format, text))
+    load_str(text, format, opts, &file).map_err(|e| with_format_hint(e, format, text, path))
+}
+
+/// A file that is not UTF-8 text (a ROOT or Parquet data file named where
+/// the configuration goes) is no configuration: say so, rather than the
+/// reader's "stream did not contain valid UTF-8", which reads as if the
+/// file were damaged.
+fn not_text(e: std::io::Error) -> std::io::Error {
+    if e.kind() != std::io::ErrorKind::InvalidData {
+        return e;
+    }
+    std::io::Error::new(
+        e.kind(),
+        "it is not UTF-8 text, so no configuration (a TOML or CMS JSON text file); a data file?",
+    )
 }
 
 /// A syntax error of a file whose extension named one format while its
 /// text is the other (a TOML job saved as `.json`, a CMS configuration as
 /// `.toml`) says so: the parser's own message ("invalid key") does not.
-fn with_format_hint(e: ConfigFileError, format: Format, text: &str) -> ConfigFileError {
+/// So does one of a file whose extension names no configuration format
+/// (an event table `events.csv` given as the configuration), read as TOML.
+fn with_format_hint(
+    e: ConfigFileError,
+    format: Format,
+    text: &str,
+    path: &Path,
+) -> ConfigFileError {
     let ConfigFileError::Parse {
         file,
         line,
@@ -50,6 +71,10 @@ fn with_format_hint(e: ConfigFileError, format: Format, text: &str) -> ConfigFil
         }
         Format::CmsJson if toml::from_str::<toml::Table>(text).is_ok() => {
             " (the file is TOML: name it .toml)"
+        }
+        Format::Toml if Format::named(path).is_none() => {
+            " (the file, named neither .toml nor .json or .config, was read as a TOML \
+             configuration: is it one?)"
         }
         _ => "",
     };

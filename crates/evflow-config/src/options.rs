@@ -117,15 +117,24 @@ impl Format {
     /// `process` has `producers`, `filters` or `paths` is CMS JSON; anything
     /// else is read as TOML).
     pub fn detect(path: &Path, text: &str) -> Format {
+        match Format::named(path) {
+            Some(format) => format,
+            None if looks_like_cms_json(text) => Format::CmsJson,
+            None => Format::Toml,
+        }
+    }
+
+    /// The format the extension of `path` names (`.toml`, `.json`,
+    /// `.config`), if any.
+    pub fn named(path: &Path) -> Option<Format> {
         let ext = path
             .extension()
             .and_then(|e| e.to_str())
             .map(str::to_ascii_lowercase);
         match ext.as_deref() {
-            Some("toml") => Format::Toml,
-            Some("json") | Some("config") => Format::CmsJson,
-            _ if looks_like_cms_json(text) => Format::CmsJson,
-            _ => Format::Toml,
+            Some("toml") => Some(Format::Toml),
+            Some("json") | Some("config") => Some(Format::CmsJson),
+            _ => None,
         }
     }
 }

@@ -955,3 +955,50 @@ fn settings_that_cannot_take_effect_are_refused() {
         "{e}"
     );
 }
+
+/// A file that is no configuration, given where one goes: a data file (not
+/// UTF-8 text) is named as such, not as damaged ("stream did not contain
+/// valid UTF-8"), and a text file whose extension names no configuration
+/// format (an event table `events.csv`), read as TOML, says it was.
+#[test]
+fn a_file_that_is_no_configuration_says_so() {
+    let dir = std::env::temp_dir().join(format!("evflow-config-notcfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("events.root");
+    std::fs::write(&data, b"root\x00\x00\xff\xfe\x01").unwrap();
+    let e = load_file(&data, &instant()).map(|_| ()).unwrap_err();
+    assert!(matches!(e, ConfigFileError::Read { .. }), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}: cannot read the file: it is not UTF-8 text, so no configuration (a TOML or CMS \
+             JSON text file); a data file?",
+            data.display()
+        )
+    );
+    let hint = "(the file, named neither .toml nor .json or .config, was read as a TOML \
+                configuration: is it one?)";
+    for (name, text) in [
+        ("events.csv", "nmu,met\n1,20.5\n"),
+        ("notes.txt", "x = 1\n"),
+        ("job", "[process]\nevnts = 3\n"),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        let e = load_file(&path, &instant())
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with(&path.display().to_string()), "{e}");
+        assert!(e.ends_with(hint), "{name}: {e}");
+    }
+    // A file named as a configuration gets no such hint.
+    let path = dir.join("job.toml");
+    std::fs::write(&path, "[process]\nevnts = 3\n").unwrap();
+    let e = load_file(&path, &instant())
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(!e.contains("was read as"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
