@@ -138,6 +138,10 @@ class RootSource(Source):
                     f"e.g. ef.source.root(sorted(glob.glob({path!r})))"
                 )
             raise MissingFileError(f"ROOT file '{path}' does not exist")
+        if os.path.isfile(path) and os.path.getsize(path) == 0:
+            # uproot's own error ("expected Chunk of length 403, received 0
+            # bytes from FSSpecSource") does not say the file is empty.
+            raise InputError(f"ROOT file '{path}' is empty (0 bytes): an interrupted copy or write?")
         try:
             f = uproot.open(path)
         except Exception as e:
