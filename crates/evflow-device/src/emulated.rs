@@ -10,14 +10,16 @@
 //! (double buffering: one buffer being worked on, one filled). Without
 //! `overlap` one thread does all three steps of a launch before the next.
 //! The engines sleep while "busy", so the host's cores stay free, as they
-//! would with a real device.
+//! would with a real device, and an engine waiting for a launch blocks
+//! until it is handed one (`handoff.rs`: no turns given up while the
+//! host's cores are busy).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
+use crate::handoff::{Receiver, Sender, bounded, unbounded};
 
 use crate::device::{
     Device, DeviceBusy, DeviceError, Kernel, Launch, LaunchDone, LaunchOutput, LaunchTimes,
@@ -225,8 +227,7 @@ impl Device for EmulatedDevice {
             input: Vec::new(),
             output: Vec::new(),
         };
-        if let Err(failed) = self.queue.send(job) {
-            let job = failed.into_inner();
+        if let Err(job) = self.queue.send(job) {
             let error = self.launch_error(&job.launch, "the device engines stopped");
             (job.done)(Err(error));
         }
@@ -383,8 +384,8 @@ impl Engines {
         for mut job in jobs {
             match self.guarded(&mut job, |e, job| e.copy_in(job, &mut free_at)) {
                 Ok(()) => {
-                    if let Err(e) = next.send(job) {
-                        fail_stopped(&self.config.name, e.into_inner());
+                    if let Err(job) = next.send(job) {
+                        fail_stopped(&self.config.name, job);
                     }
                 }
                 Err(e) => Self::finish(job, Err(e)),
@@ -397,8 +398,8 @@ impl Engines {
         for mut job in jobs {
             match self.guarded(&mut job, |e, job| e.compute(job, &mut free_at)) {
                 Ok(()) => {
-                    if let Err(e) = next.send(job) {
-                        fail_stopped(&self.config.name, e.into_inner());
+                    if let Err(job) = next.send(job) {
+                        fail_stopped(&self.config.name, job);
                     }
                 }
                 Err(e) => Self::finish(job, Err(e)),

@@ -49,6 +49,7 @@ mod context;
 mod cuda;
 mod device;
 mod emulated;
+mod handoff;
 mod kernels;
 mod launch_costs;
 mod offload;
