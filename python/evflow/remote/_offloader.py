@@ -14,7 +14,6 @@ them locally when that was the decision or the fallback).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 import threading
@@ -28,23 +27,15 @@ from typing import Any
 import numpy as np
 
 from .. import _runtime as rt
-from ..errors import ConfigurationError, EvflowError
+from ..errors import ConfigurationError
+from ._actors import call_actor, place_actors
 from ._connect import open_client
 from ._distributed import own_cluster
+from ._errors import RemoteError, RemoteNotice
 from ._policy import Measurements, Policy
 from ._shipping import check_shippable, load_failure, unloadable
 from ._spec import Remote
-from ._worker import Runner, run_request
-
-
-class RemoteError(EvflowError):
-    """A remote request failed for good, or a payload breaks a limit."""
-
-
-class RemoteNotice(UserWarning):
-    """A remote module runs locally (no worker with its resources, or a
-    request that could not be completed)."""
-
+from ._worker import run_request
 
 #: How long connecting to a scheduler given by its address may take.
 CONNECT_TIMEOUT_S = 10.0
@@ -180,60 +171,11 @@ class Offloader:
             )
             return
         check_shippable(self.label, self.remote_fn)
-        if self.spec.transport == "actor" and not self._place_actors(fit, need):
+        if self.spec.transport == "actor" and not place_actors(self, fit, need):
             return
         self.available = True
         self.watchdog = threading.Thread(target=self._watch, name=f"evflow-remote-{self.label}", daemon=True)
         self.watchdog.start()
-
-    def _place_actors(self, fit: list[str], need: dict[str, float]) -> bool:
-        """Places one actor on each worker of ``fit`` within ``timeout_s`` in
-        all; an actor not placed in time (its resource busy) or whose
-        placement failed is cancelled (nothing stays behind on the cluster).
-        With none placed the module runs locally with a notice (as a request
-        of the "task" transport that times out), or a required one fails;
-        returns whether any actor was placed."""
-        futures = {
-            addr: self.client.submit(
-                Runner, actor=True, workers=[addr], resources=need, allow_other_workers=False, pure=False
-            )
-            for addr in fit
-        }
-        deadline = time.perf_counter() + self.spec.timeout_s
-        failed: dict[str, str] = {}
-        try:
-            for addr, fut in futures.items():
-                try:
-                    actor = fut.result(timeout=max(0.0, deadline - time.perf_counter()))
-                except Exception as e:
-                    # dask raises its own TimeoutError (not the builtin) on some versions
-                    why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-                    failed[addr] = why
-                    continue
-                # The future keeps the actor alive on its worker.
-                self.actors[addr] = [actor, 0, fut]
-        finally:
-            for addr, fut in futures.items():
-                if addr not in self.actors:
-                    with contextlib.suppress(Exception):
-                        fut.cancel()
-        if not failed:
-            return True
-        why = "; ".join(f"{addr}: {w}" for addr, w in failed.items())
-        if self.actors:
-            self._notice(
-                f"module '{self.label}': no actor placed on {len(failed)} of the {len(fit)} workers with "
-                f"{need} within timeout_s={self.spec.timeout_s} ({why}); its requests go to the others"
-            )
-            return True
-        text = (
-            f"its actor could not be placed on any worker with {need} within timeout_s="
-            f"{self.spec.timeout_s} (the resource busy, or the worker unreachable? {why})"
-        )
-        if self.spec.required:
-            raise RemoteError(f"module '{self.label}' must run remotely (required=True), but {text}")
-        self._notice(f"module '{self.label}' runs locally: {text}")
-        return False
 
     def _client(self) -> Any:
         import distributed
@@ -375,7 +317,7 @@ class Offloader:
         payloads = [(it.events, it.payload) for it in req.items]
         req.sent_at = time.perf_counter()
         if self.spec.transport == "actor":
-            self._call_actor(req, payloads)
+            call_actor(self, req, payloads)
             return
         try:
             fut = self.client.submit(
@@ -394,29 +336,6 @@ class Offloader:
             if self._claim(req):
                 self._fault(req, e)
             return
-        self._sent(req, fut)
-
-    def _call_actor(self, req: Request, payloads: list[tuple[int, Any]]) -> None:
-        """Calls the least busy live actor, on the client's event loop."""
-        with self.lock:
-            live = sorted(self.actors.items(), key=lambda kv: kv[1][1])
-            if live:
-                addr, entry = live[0]
-                entry[1] += 1
-                req.actor = addr
-        if not live:
-            if self._claim(req):
-                self._fault(req, ConnectionError("no live actor"))
-            return
-        actor = entry[0]
-
-        async def call() -> Any:
-            # The actor's proxy finds its client as the current one.
-            with self.client.as_current():
-                pending = actor.run(self.remote_fn, self.label, self.produces, payloads)
-            return await pending
-
-        fut = asyncio.run_coroutine_threadsafe(call(), self.client.loop.asyncio_loop)
         self._sent(req, fut)
 
     def _sent(self, req: Request, fut: Any) -> None:
