@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -120,3 +122,58 @@ def test_queueing_behind_another_request_is_not_overhead() -> None:
     p.configure(cores=1, events_in_flight=4, max_in_flight=1)
     remote_rate, local_rate = 1 / (1e-5 + 0.003 / 1000), 1 / 4e-5
     assert p.share(1000) == pytest.approx(remote_rate / (remote_rate + local_rate))
+
+
+def test_break_even_is_the_batch_size_above_which_offload_pays() -> None:
+    """``o / (c − b − s)`` of the fitted values: an idle remote returns a
+    batch of more events sooner than a core computes it, of fewer later."""
+    m = measured(0.004, 2e-6, 10e-6)
+    m.observe_send(1000, 1000 * 1e-6)
+    o, b, c, s = m.overhead_s, m.remote_s_per_event, m.local_s_per_event, m.send_s_per_event
+    assert (o, b) == (pytest.approx(0.004), pytest.approx(2e-6))
+    n = m.break_even_events()
+    assert n == pytest.approx(o / (c - b - s)) and n == pytest.approx(0.004 / 7e-6)
+    for size, pays in ((0.9 * n, False), (1.1 * n, True)):
+        assert (s * size + m.remote_time(int(size)) < c * size) is pays
+    assert Policy("adaptive", m).summary()["break_even_events"] == n, "the report shows the same value"
+
+
+def test_break_even_never_and_unknown() -> None:
+    never = measured(0.004, 12e-6, 10e-6)  # the remote costs more per event than a core
+    assert never.break_even_events() == math.inf
+    dear = measured(0.004, 2e-6, 10e-6)
+    dear.observe_send(1000, 1000 * 9e-6)  # sending eats the gain
+    assert dear.break_even_events() == math.inf
+    assert measured(0.0, 2e-6, 10e-6).break_even_events() == pytest.approx(0.0, abs=1e-6), (
+        "no overhead: all pay"
+    )
+    remote_only = Measurements()  # mode="remote": no local call
+    for n in (1, 100, 300, 100):
+        remote_only.observe_remote(n, 0.004 + 1e-5 * n)
+    assert remote_only.break_even_events() is None
+    warm_up_only = Measurements()
+    warm_up_only.observe_local(100, 1e-3)
+    warm_up_only.observe_remote(100, 5.0)
+    assert warm_up_only.break_even_events() is None, "the warm-up request alone is no fit"
+
+
+def test_break_even_of_requests_all_of_one_size() -> None:
+    """A round trip longer than computing the batch locally (6 ms against
+    2 ms) need not mean that offloading never pays: with the worker's
+    compute reported, the fit keeps the 1 us per event it costs and counts
+    the rest as overhead, so batches above 5000 events pay."""
+    m = Measurements()
+    for _ in range(6):  # the first is the warm-up
+        m.observe_remote(1000, 0.006, compute_s=0.001)
+    m.observe_local(1000, 0.002)
+    assert m.remote_s_per_event == pytest.approx(1e-6) and m.overhead_s == pytest.approx(0.005)
+    assert m.break_even_events() == pytest.approx(5000)
+
+
+def test_policy_docstring_example() -> None:
+    import doctest
+
+    from evflow.remote import _policy
+
+    failures, tried = doctest.testmod(_policy, verbose=False)[:2]
+    assert tried > 0 and failures == 0

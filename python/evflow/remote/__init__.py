@@ -11,7 +11,8 @@ local and remote calls, bytes, round-trip times and the decision. See
 ``docs/remote.md``.
 """
 
-from ._offloader import Offloader, RemoteError, RemoteNotice
+from ._errors import RemoteError, RemoteNotice
+from ._offloader import Offloader
 from ._spec import Remote
 from ._worker import RemoteEvents
 

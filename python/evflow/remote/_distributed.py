@@ -3,8 +3,8 @@
 A chunk of a distributed run is a Dask task that keeps a worker thread
 busy. A remote producer whose requests would go to that same cluster (no
 ``client=`` of its own: a chunk's current client is its worker's) waits for
-a free thread that the chunks never leave: every request would time out
-twice and then run locally. Such producers run locally inside the chunks
+a free thread that the chunks never leave: its requests would only time
+out and run locally. Such producers run locally inside the chunks
 (with one notice), or the run is refused before it starts when they are
 ``required``. The chunks' remote statistics are merged into the
 distributed report as one single-process report shapes them.
@@ -73,6 +73,7 @@ _SUMS = (
     "bytes_received",
     "remote_compute_s",
     "retries",
+    "timeouts",
     "fallback_batches",
     "late_answers",
 )

@@ -14,7 +14,6 @@ them locally when that was the decision or the fallback).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 import threading
@@ -28,23 +27,16 @@ from typing import Any
 import numpy as np
 
 from .. import _runtime as rt
-from ..errors import ConfigurationError, EvflowError
+from ..errors import ConfigurationError
+from ._actors import call_actor, place_actors
+from ._backoff import Backoff, timed_out
 from ._connect import open_client
 from ._distributed import own_cluster
+from ._errors import RemoteError, RemoteNotice
 from ._policy import Measurements, Policy
 from ._shipping import check_shippable, load_failure, unloadable
 from ._spec import Remote
-from ._worker import Runner, run_request
-
-
-class RemoteError(EvflowError):
-    """A remote request failed for good, or a payload breaks a limit."""
-
-
-class RemoteNotice(UserWarning):
-    """A remote module runs locally (no worker with its resources, or a
-    request that could not be completed)."""
-
+from ._worker import run_request
 
 #: How long connecting to a scheduler given by its address may take.
 CONNECT_TIMEOUT_S = 10.0
@@ -58,7 +50,19 @@ def _nbytes(value: Any) -> int:
 class Item:
     """One batch handed to the offloader."""
 
-    __slots__ = ("data", "done", "error", "events", "nbytes", "payload", "raw", "sel", "side", "values")
+    __slots__ = (
+        "data",
+        "done",
+        "error",
+        "events",
+        "nbytes",
+        "payload",
+        "probe",
+        "raw",
+        "sel",
+        "side",
+        "values",
+    )
 
     def __init__(self, data: rt.BatchData, sel: rt.Selection, raw: list[Any], done: Any, events: int) -> None:
         self.data = data
@@ -71,13 +75,16 @@ class Item:
         self.nbytes = 0
         self.values: list[Any] | None = None
         self.error: BaseException | None = None
+        #: sent alone to probe a remote that timed out (see _backoff)
+        self.probe = False
 
 
 class Request:
-    __slots__ = ("actor", "alone", "attempt", "future", "items", "resolved", "sent_at", "seq")
+    __slots__ = ("actor", "alone", "attempt", "future", "items", "probe", "resolved", "sent_at", "seq")
 
     def __init__(self, seq: int, items: list[Item], attempt: int) -> None:
         self.actor: str | None = None
+        self.probe = any(it.probe for it in items)
         self.alone = True
         self.seq = seq
         self.items = items
@@ -121,6 +128,9 @@ class Offloader:
         #: no worker with the resources is left mid-run: local from then on
         self.lost = False
         self.notices: list[str] = []
+        self.backoff = Backoff(spec.timeout_s)
+        #: the notice of the first timeout was given (one per module)
+        self.told_timeout = False
         self.stop = threading.Event()
         self.watchdog: threading.Thread | None = None
         self.stats: dict[str, Any] = {
@@ -134,6 +144,7 @@ class Offloader:
             "bytes_received": 0,
             "remote_compute_s": 0.0,
             "retries": 0,
+            "timeouts": 0,
             "fallback_batches": 0,
             "late_answers": 0,
             "max_batches_per_request": 0,
@@ -160,7 +171,7 @@ class Offloader:
         if own_cluster(self.client):
             self._unavailable(
                 "its requests would go to the Dask cluster running this chunk of a distributed run, whose "
-                "worker threads are all busy with chunks (each request would wait timeout_s, twice); give "
+                "worker threads are all busy with chunks (its requests would only time out); give "
                 "Remote(client='tcp://other-scheduler:8786') for a cluster of its own, or mode='local'"
             )
             return
@@ -180,60 +191,11 @@ class Offloader:
             )
             return
         check_shippable(self.label, self.remote_fn)
-        if self.spec.transport == "actor" and not self._place_actors(fit, need):
+        if self.spec.transport == "actor" and not place_actors(self, fit, need):
             return
         self.available = True
         self.watchdog = threading.Thread(target=self._watch, name=f"evflow-remote-{self.label}", daemon=True)
         self.watchdog.start()
-
-    def _place_actors(self, fit: list[str], need: dict[str, float]) -> bool:
-        """Places one actor on each worker of ``fit`` within ``timeout_s`` in
-        all; an actor not placed in time (its resource busy) or whose
-        placement failed is cancelled (nothing stays behind on the cluster).
-        With none placed the module runs locally with a notice (as a request
-        of the "task" transport that times out), or a required one fails;
-        returns whether any actor was placed."""
-        futures = {
-            addr: self.client.submit(
-                Runner, actor=True, workers=[addr], resources=need, allow_other_workers=False, pure=False
-            )
-            for addr in fit
-        }
-        deadline = time.perf_counter() + self.spec.timeout_s
-        failed: dict[str, str] = {}
-        try:
-            for addr, fut in futures.items():
-                try:
-                    actor = fut.result(timeout=max(0.0, deadline - time.perf_counter()))
-                except Exception as e:
-                    # dask raises its own TimeoutError (not the builtin) on some versions
-                    why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-                    failed[addr] = why
-                    continue
-                # The future keeps the actor alive on its worker.
-                self.actors[addr] = [actor, 0, fut]
-        finally:
-            for addr, fut in futures.items():
-                if addr not in self.actors:
-                    with contextlib.suppress(Exception):
-                        fut.cancel()
-        if not failed:
-            return True
-        why = "; ".join(f"{addr}: {w}" for addr, w in failed.items())
-        if self.actors:
-            self._notice(
-                f"module '{self.label}': no actor placed on {len(failed)} of the {len(fit)} workers with "
-                f"{need} within timeout_s={self.spec.timeout_s} ({why}); its requests go to the others"
-            )
-            return True
-        text = (
-            f"its actor could not be placed on any worker with {need} within timeout_s="
-            f"{self.spec.timeout_s} (the resource busy, or the worker unreachable? {why})"
-        )
-        if self.spec.required:
-            raise RemoteError(f"module '{self.label}' must run remotely (required=True), but {text}")
-        self._notice(f"module '{self.label}' runs locally: {text}")
-        return False
 
     def _client(self) -> Any:
         import distributed
@@ -310,10 +272,14 @@ class Offloader:
         with self.lock:
             backlog = len(self.pending) + sum(len(r.items) for r in self.out.values())
             side = "local" if events == 0 else self.policy.choose(events, backlog, self.available)
-            if side == "remote" and self.lost:
-                # Meant for the remote, whose workers are gone: a fallback.
-                side = item.side = "fallback"
-                self.stats["fallback_batches"] += 1
+            if side == "remote" and not self.spec.required:
+                # Meant for the remote, whose workers are gone or which is
+                # paused after a timeout: a fallback (or the probe).
+                gate = "hold" if self.lost else self.backoff.gate(time.perf_counter())
+                item.probe = gate == "probe"
+                if gate == "hold":
+                    side = item.side = "fallback"
+                    self.stats["fallback_batches"] += 1
         if side != "remote":
             done.finish()
             return item
@@ -322,6 +288,9 @@ class Offloader:
         item.payload = {name: ev[name] for name in sorted(self.names)}
         item.nbytes = sum(_nbytes(v) for v in item.payload.values())
         if item.nbytes > self.spec.max_payload_bytes:
+            if item.probe:
+                with self.lock:
+                    self.backoff.probing = False  # this probe never leaves: the next batch probes
             raise RemoteError(
                 f"module '{self.label}': the remote payload of {item.nbytes} bytes ({events} events) is over "
                 f"the limit max_payload_bytes={self.spec.max_payload_bytes} of its Remote(...); raise the "
@@ -359,23 +328,46 @@ class Offloader:
     # -- requests -----------------------------------------------------------------
 
     def _pump(self) -> None:
-        """Sends queued batches while fewer than ``max_in_flight`` requests are out."""
+        """Sends queued batches while fewer than ``max_in_flight`` requests
+        are out; while paused after a timeout, only the probe (alone)."""
         while True:
+            held: list[Item] = []
+            req: Request | None = None
             with self.lock:
-                if not self.pending or len(self.out) >= self.spec.max_in_flight:
-                    return
-                items = [self.pending.popleft() for _ in range(min(self.spec.combine, len(self.pending)))]
-                req = Request(next(self.seq), items, 0)
-                req.alone = not self.out
-                self.out[req.seq] = req
-                self.stats["max_in_flight_seen"] = max(self.stats["max_in_flight_seen"], len(self.out))
+                if self.backoff.paused:
+                    # Queued as the pause began: local at once.
+                    held = [it for it in self.pending if not it.probe]
+                    self.pending = deque(it for it in self.pending if it.probe)
+                    self._count_fallback(held)
+                if self.pending and len(self.out) < self.spec.max_in_flight:
+                    take = 1 if self.pending[0].probe else min(self.spec.combine, len(self.pending))
+                    req = Request(next(self.seq), [self.pending.popleft() for _ in range(take)], 0)
+                    req.alone = not self.out
+                    self.out[req.seq] = req
+                    self.stats["max_in_flight_seen"] = max(self.stats["max_in_flight_seen"], len(self.out))
+            self._run_locally(held)
+            if req is None:
+                return
             self._send(req)
+
+    def _count_fallback(self, items: list[Item]) -> None:
+        """Counts batches meant for the remote that run locally (lock held)."""
+        self.backlog_events -= sum(it.events for it in items)
+        self.stats["fallback_batches"] += len(items)
+
+    @staticmethod
+    def _run_locally(items: list[Item]) -> None:
+        """Completes the batches for ``produce`` to compute them locally."""
+        for it in items:
+            it.side = "fallback"
+            it.payload = None
+            it.done.finish()
 
     def _send(self, req: Request) -> None:
         payloads = [(it.events, it.payload) for it in req.items]
         req.sent_at = time.perf_counter()
         if self.spec.transport == "actor":
-            self._call_actor(req, payloads)
+            call_actor(self, req, payloads)
             return
         try:
             fut = self.client.submit(
@@ -396,29 +388,6 @@ class Offloader:
             return
         self._sent(req, fut)
 
-    def _call_actor(self, req: Request, payloads: list[tuple[int, Any]]) -> None:
-        """Calls the least busy live actor, on the client's event loop."""
-        with self.lock:
-            live = sorted(self.actors.items(), key=lambda kv: kv[1][1])
-            if live:
-                addr, entry = live[0]
-                entry[1] += 1
-                req.actor = addr
-        if not live:
-            if self._claim(req):
-                self._fault(req, ConnectionError("no live actor"))
-            return
-        actor = entry[0]
-
-        async def call() -> Any:
-            # The actor's proxy finds its client as the current one.
-            with self.client.as_current():
-                pending = actor.run(self.remote_fn, self.label, self.produces, payloads)
-            return await pending
-
-        fut = asyncio.run_coroutine_threadsafe(call(), self.client.loop.asyncio_loop)
-        self._sent(req, fut)
-
     def _sent(self, req: Request, fut: Any) -> None:
         """Counts a request that was sent and answers it when ``fut`` is done."""
         req.future = fut
@@ -429,11 +398,9 @@ class Offloader:
         fut.add_done_callback(lambda f, req=req: self._answer(req, f))
 
     def _claim(self, req: Request) -> bool:
-        """Marks the request answered; False if it was already (a late
-        answer after a timeout)."""
+        """Marks the request answered; False if it was already (timed out)."""
         with self.lock:
             if req.resolved:
-                self.stats["late_answers"] += 1
                 return False
             req.resolved = True
             if req.actor is not None and req.actor in self.actors:
@@ -443,6 +410,11 @@ class Offloader:
 
     def _answer(self, req: Request, fut: Any) -> None:
         rtt = time.perf_counter() - req.sent_at
+        with self.lock:
+            if req.resolved:
+                # After its timeout; cancelled here after it: no answer at all.
+                self.stats["late_answers"] += not fut.cancelled()
+                return
         try:
             result = fut.result()
         except BaseException as e:
@@ -465,6 +437,7 @@ class Offloader:
         events = sum(it.events for it in req.items)
         with self.lock:
             self.backlog_events -= events
+            self.backoff.answered(req.probe)
         if "error" in result:
             err = RemoteError(
                 f"module '{self.label}' failed on worker '{result.get('worker')}': {result['error']}\n"
@@ -502,8 +475,8 @@ class Offloader:
         self._pump()
 
     def _fault(self, req: Request, err: BaseException) -> None:
-        """A request that was lost (worker died, timeout, connection):
-        retry it, or run its batches locally (fail when required)."""
+        """A request that failed (worker died, connection lost): retry it,
+        or run its batches locally (fail when required)."""
         if self.stop.is_set():
             return  # the job is over: nobody waits for these batches
         if req.future is not None:
@@ -519,9 +492,9 @@ class Offloader:
                 self.out[again.seq] = again
             self._send(again)
             return
-        events = sum(it.events for it in req.items)
         with self.lock:
-            self.backlog_events -= events
+            self.backlog_events -= sum(it.events for it in req.items)
+            self.backoff.failed(time.perf_counter(), req.probe, timed_out=False)
         why = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
         if self.spec.required:
             error = RemoteError(
@@ -537,10 +510,7 @@ class Offloader:
                 f"module '{self.label}': remote request of {len(req.items)} batch(es) failed after "
                 f"{req.attempt + 1} attempt(s) ({why}); running them locally"
             )
-            for it in req.items:
-                it.side = "fallback"
-                it.payload = None
-                it.done.finish()
+            self._run_locally(req.items)
             if not left:
                 self._none_left()
         self._pump()
@@ -559,16 +529,12 @@ class Offloader:
                 r.resolved = True  # an answer after all is a late one
                 items.extend(r.items)
             self.out.clear()
-            self.backlog_events -= sum(it.events for it in items)
-            self.stats["fallback_batches"] += len(items)
+            self._count_fallback(items)
         self._notice(
             f"module '{self.label}': no worker of the cluster has the resources {dict(self.spec.resources)} any "
             f"more; it runs locally for the rest of the job ({len(items)} more batch(es) now)"
         )
-        for it in items:
-            it.side = "fallback"
-            it.payload = None
-            it.done.finish()
+        self._run_locally(items)
 
     def _worker_left(self) -> bool:
         """Whether some worker still has the resources (a retry can run)."""
@@ -593,4 +559,4 @@ class Offloader:
                 late = [r for r in self.out.values() if r.sent_at and now - r.sent_at > self.spec.timeout_s]
             for req in late:
                 if self._claim(req):
-                    self._fault(req, TimeoutError(f"no answer within timeout_s={self.spec.timeout_s}"))
+                    timed_out(self, req)

@@ -27,13 +27,16 @@ and only while
   requests never hold the batches the cores need to stay busy.
 
 ``break_even_events`` in the report is the batch size above which an idle
-remote returns a batch sooner than a core computes it, ``o / (c − b)``.
-Every ``probe_every`` decisions, the side not chosen lately gets one
-batch, so both estimates stay current.
+remote returns a batch's products sooner than a core computes them
+(``s·n + o + b·n < c·n``): ``o / (c − b − s)`` from the fitted ``o`` and
+``b``; ``inf`` when ``c ≤ b + s`` (no batch is large enough), ``None``
+until both sides are measured. Every ``probe_every`` decisions, the side
+not chosen lately gets one batch, so both estimates stay current.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from typing import Any, Literal
 
@@ -104,10 +107,15 @@ class Measurements:
             b = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
             b = max(b, 0.0)
             o = max(my - b * mx, 0.0)
-        else:
+        elif self.compute_s_per_event is not None:
             # Requests all of about one size: overhead and per-event cost
-            # cannot be told apart; the smallest round trip bounds the
-            # overhead, the rest counts per event.
+            # cannot be told apart by the fit; the worker's compute counts
+            # per event, the rest of the round trip as overhead.
+            b = min(self.compute_s_per_event, my / mx)
+            o = my - b * mx
+        else:
+            # The same, with no compute reported: the smallest round trip
+            # bounds the overhead, the rest counts per event.
             o = min(ys) * 0.5
             b = max(my - o, 0.0) / mx
         self.overhead_s, self.remote_s_per_event = o, b
@@ -118,13 +126,29 @@ class Measurements:
         return self.overhead_s + self.remote_s_per_event * events
 
     def break_even_events(self) -> float | None:
-        """Batch size above which an idle remote finishes first."""
+        """The batch size above which offloading a batch pays: an idle
+        remote returns its products sooner than a core computes them,
+        ``s·n + o + b·n < c·n``, i.e. ``n > o / (c − b − s)`` (``s``: 0
+        until measured). ``inf`` when no batch size pays (``c ≤ b + s``);
+        ``None`` until both sides are measured (a local call, and a request
+        answered after the first, which also paid for the worker's warm-up).
+
+        Example::
+
+            >>> m = Measurements()
+            >>> for n in (1, 100, 300, 100, 300):  # the first: warm-up, not fitted
+            ...     m.observe_remote(n, 0.004 + 1e-5 * n)
+            >>> m.break_even_events() is None  # no local call yet
+            True
+            >>> m.observe_local(100, 100 * 5e-5)
+            >>> round(m.break_even_events())  # 0.004 / (5e-5 - 1e-5)
+            100
+        """
         c, o, b = self.local_s_per_event, self.overhead_s, self.remote_s_per_event
-        if c is None or o is None or b is None:
+        if c is None or o is None or b is None or not self.samples:
             return None
-        if c <= b:
-            return None
-        return o / (c - b)
+        margin = c - b - (self.send_s_per_event or 0.0)
+        return o / margin if margin > 0 else math.inf
 
 
 class Policy:

@@ -43,9 +43,12 @@ class Remote:
     each chunk connects a client of its own there.
 
     ``max_in_flight``: requests outstanding at once; ``combine``: batches
-    per request at most; ``timeout_s`` per request; ``retries`` after a
-    lost worker or a timeout before running the batches locally;
-    ``max_payload_bytes``: largest payload of one batch.
+    per request at most; ``timeout_s`` per request: a request not answered
+    by then runs its batches locally at once and pauses offloading (one
+    batch probes the remote after the pause; see ``docs/remote.md``);
+    ``retries`` of a request that failed (a lost worker or connection)
+    before running its batches locally; ``max_payload_bytes``: largest
+    payload of one batch.
 
     ``transport``: ``"task"`` (default) submits each request as a task
     tagged with the resources, so the scheduler picks a free worker every
