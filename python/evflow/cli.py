@@ -25,6 +25,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from . import _report_json as report_json
+
 
 def _load_process(path: str, name: str | None) -> Any:
     """The Process of the analysis file (see :func:`._analysis_file.load_analysis`)."""
@@ -145,7 +147,7 @@ def _run(args: argparse.Namespace) -> int:
         print(result.summary())  # with the chunks and files left out
     if args.report:
         write_text(
-            args.report, json.dumps({k: v for k, v in result.report.items() if k != "trace"}, indent=2)
+            args.report, report_json.dumps({k: v for k, v in result.report.items() if k != "trace"}, indent=2)
         )
     if args.trace:
         write_text(args.trace, json.dumps(result.report.get("trace", {"traceEvents": []})))

@@ -111,13 +111,14 @@ class Result:
         saved there."""
         import pickle
 
+        from . import _report_json as report_json
         from ._out_files import make_directory
         from .errors import EvflowError
 
         d = make_directory(os.fspath(directory), "Result.save")
         files = {key: os.path.join(d, name) for key, name in SAVED.items()}
         writers: dict[str, Any] = {
-            "report": lambda f: f.write(json.dumps(self.report, indent=2).encode()),
+            "report": lambda f: f.write(report_json.dumps(self.report, indent=2).encode()),
             "cutflow": lambda f: f.write(json.dumps(self.cutflow.to_dict(), indent=2).encode()),
             "cutflow_text": lambda f: f.write(self.cutflow.table().encode()),
             "result": lambda f: f.write(json.dumps(self._fields(), indent=2, default=str).encode()),
