@@ -3,7 +3,8 @@
 //! to the first of them to run, `model::SharedCost`) and those also needed
 //! outside the path (charged to no step; counted in what sampling costs).
 
-use crate::graph::{Graph, ModuleIdx};
+use crate::graph::{Graph, ModuleIdx, PathIdx};
+use crate::ids::ModuleKind;
 
 /// The path steps and end-path modules: what makes producers run.
 fn roots(graph: &Graph) -> Vec<ModuleIdx> {
@@ -73,18 +74,107 @@ pub(super) fn shared_producers(
     producers_of(graph, paths, false)
 }
 
+/// The producers a path's steps need that something outside it needs too
+/// (a step of another path, an end-path module), with the steps of the
+/// path that need them (bit set of positions).
+#[derive(Default)]
+pub(super) struct Outside {
+    /// Those that something outside may or may not run on an event: how
+    /// often it does is counted (`outside::Runs`) and the rest charged to
+    /// the first step of the path that needs them.
+    pub(super) counted: Vec<(ModuleIdx, u64)>,
+    /// Those that something outside runs on every event, whatever this
+    /// path does ([`every_event`]): charged to no step, not timed.
+    pub(super) always: Vec<(ModuleIdx, u64)>,
+}
+
 /// Per path of `paths`: the producers that steps of the path need and
-/// that something outside it needs too (a step of another path, an
-/// end-path module), with the steps of the path that need them. Whether
-/// such a producer already ran when a step of the path needs it depends on
-/// the rest of the event: it is charged to no step in the search, but a
-/// step measured after a rejection may run it, which the sampling rates
-/// count (`measure::measurement_costs`).
-pub(super) fn outside_producers(
-    graph: &Graph,
-    paths: &[&[ModuleIdx]],
-) -> Vec<Vec<(ModuleIdx, u64)>> {
-    producers_of(graph, paths, true)
+/// that something outside it needs too, split by whether something outside
+/// the path runs them on every event (see [`Outside`]). Whether one of the
+/// others already ran when a step of the path needs it depends on the rest
+/// of the event; a step measured after a rejection may run it, which the
+/// sampling rates count (`measure::measurement_costs`).
+pub(super) fn outside_producers(graph: &Graph, paths: &[PathIdx]) -> Vec<Outside> {
+    let runners = every_event(graph);
+    let steps: Vec<&[ModuleIdx]> = paths.iter().map(|&p| &graph.paths[p].steps[..]).collect();
+    producers_of(graph, &steps, true)
+        .into_iter()
+        .zip(paths)
+        .map(|(list, &me)| {
+            let (always, counted) = list
+                .into_iter()
+                .partition(|&(m, _)| runners[m].iter().any(|&r| r != Runner::Path(me)));
+            Outside { counted, always }
+        })
+        .collect()
+}
+
+/// What runs a module on every event that does not fail.
+#[derive(Clone, Copy, PartialEq)]
+enum Runner {
+    /// An end-path module without `select_events` (end paths run once
+    /// every path has decided, on every event).
+    EndPath,
+    /// A path: every path starts on every event, and runs its steps until
+    /// one rejects it.
+    Path(PathIdx),
+}
+
+/// Per module: what runs it on every event, directly or through products.
+/// A path runs, on every event, the steps of its written order up to its
+/// first filter (producers and analyzers pass every event) and what they
+/// need; a reorderable path, whose first step varies, only what every step
+/// that may come first (none it must follow) needs, or is.
+fn every_event(graph: &Graph) -> Vec<Vec<Runner>> {
+    let n = graph.modules.len();
+    let mut seen = vec![false; n];
+    let with_needs = |m: ModuleIdx, seen: &mut [bool]| {
+        let mut set = needed_by(graph, m, seen);
+        set.push(m);
+        set
+    };
+    let mut runners: Vec<Vec<Runner>> = vec![Vec::new(); n];
+    for e in graph.end_steps.iter().filter(|e| e.select.is_empty()) {
+        for m in with_needs(e.module, &mut seen) {
+            runners[m].push(Runner::EndPath);
+        }
+    }
+    for (p, path) in graph.paths.iter().enumerate() {
+        let mut count = vec![0usize; n];
+        let firsts: Vec<ModuleIdx> = if path.reorderable {
+            let later: Vec<usize> = path.precedence.iter().map(|&(_, b)| b).collect();
+            (0..path.steps.len())
+                .filter(|i| !later.contains(i))
+                .map(|i| path.steps[i])
+                .collect()
+        } else {
+            // The written prefix up to its first filter, as one group.
+            let end = path
+                .steps
+                .iter()
+                .position(|&s| graph.modules[s].kind == ModuleKind::Filter)
+                .map_or(path.steps.len(), |i| i + 1);
+            let mut all: Vec<ModuleIdx> = path.steps[..end]
+                .iter()
+                .flat_map(|&s| with_needs(s, &mut seen))
+                .collect();
+            all.sort_unstable();
+            all.dedup();
+            for m in all {
+                runners[m].push(Runner::Path(p));
+            }
+            continue;
+        };
+        for &s in &firsts {
+            for m in with_needs(s, &mut seen) {
+                count[m] += 1;
+            }
+        }
+        for m in (0..n).filter(|&m| !firsts.is_empty() && count[m] == firsts.len()) {
+            runners[m].push(Runner::Path(p));
+        }
+    }
+    runners
 }
 
 /// Per path: the producers (no path step or end-path module) needed by
