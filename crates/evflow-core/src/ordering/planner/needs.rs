@@ -227,3 +227,84 @@ fn producers_of(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::outside_producers;
+    use crate::{
+        Analyzer, EmptySource, Event, Filter, ModuleDesc, ModuleResult, PathDesc, Process,
+        Producer, Transitions,
+    };
+
+    /// Modules the test never runs: only the graph is looked at.
+    struct Idle;
+    impl Transitions for Idle {}
+    impl Producer for Idle {
+        fn produce(&self, _: &Event<'_>) -> ModuleResult {
+            unreachable!("only the graph is looked at")
+        }
+    }
+    impl Filter for Idle {
+        fn filter(&self, _: &Event<'_>) -> ModuleResult<bool> {
+            unreachable!("only the graph is looked at")
+        }
+    }
+    impl Analyzer for Idle {
+        fn analyze(&self, _: &Event<'_>) -> ModuleResult {
+            unreachable!("only the graph is looked at")
+        }
+    }
+
+    /// Always run outside `sel`: `a` (an end-path analyzer without
+    /// `select_events`), `c` (the first filter of the written path `trig`)
+    /// and `e` (both steps of the reorderable `alt`, one of which comes
+    /// first). Not always: `b` (an analyzer with `select_events`), `d`
+    /// (after `trig`'s first filter), `f` (one step of `alt`). For `alt`,
+    /// `e` is run by `sel` on every event (both its steps need it), `f` is
+    /// not (one of them).
+    #[test]
+    fn producers_run_outside_a_path_on_every_event_come_from_the_graph() {
+        let mut p = Process::new("always");
+        p.set_source(EmptySource::new(1));
+        for label in ["a", "b", "c", "d", "e", "f"] {
+            p.add(ModuleDesc::producer(label, Idle).produces([""]));
+        }
+        let filter = |label: &str, consumes: &[&str]| {
+            ModuleDesc::filter(label, Idle).consumes(consumes.iter().copied())
+        };
+        p.add(filter("s1", &["a", "b", "c", "d", "e", "f"]));
+        p.add(filter("s2", &["a", "b", "c", "d", "e"]));
+        p.add(filter("t1", &["c"]));
+        p.add(filter("t2", &["d"]));
+        p.add(filter("u1", &["e", "f"]));
+        p.add(filter("u2", &["e"]));
+        p.add(ModuleDesc::analyzer("mon", Idle).consumes(["a"]));
+        p.add(
+            ModuleDesc::analyzer("skim", Idle)
+                .consumes(["b"])
+                .select_events(["sel"]),
+        );
+        p.add_path(PathDesc::new("sel", ["s1", "s2"]).reorderable(true));
+        p.path("trig", ["t1", "t2"]);
+        p.add_path(PathDesc::new("alt", ["u1", "u2"]).reorderable(true));
+        p.end_path("out", ["mon", "skim"]);
+        let graph = p.compile().unwrap();
+        let names = |list: &[(usize, u64)]| -> Vec<String> {
+            let mut v: Vec<String> = list
+                .iter()
+                .map(|&(m, _)| graph.modules[m].label.clone())
+                .collect();
+            v.sort();
+            v
+        };
+        let (sel, alt) = (
+            graph.path_index("sel").unwrap(),
+            graph.path_index("alt").unwrap(),
+        );
+        let found = outside_producers(&graph, &[sel, alt]);
+        assert_eq!(names(&found[0].always), ["a", "c", "e"]);
+        assert_eq!(names(&found[0].counted), ["b", "d", "f"]);
+        assert_eq!(names(&found[1].always), ["e"]);
+        assert_eq!(names(&found[1].counted), ["f"]);
+    }
+}
