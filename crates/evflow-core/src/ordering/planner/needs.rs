@@ -1,7 +1,9 @@
 //! Which producers each step of a path needs: those only it needs (its
 //! cost includes theirs), those several steps of the path need (charged
 //! to the first of them to run, `model::SharedCost`) and those also needed
-//! outside the path (charged to no step; counted in what sampling costs).
+//! outside the path (charged to the first step that needs them where
+//! nothing outside ran them, or, when something outside runs them on every
+//! event, to no step).
 
 use crate::graph::{Graph, ModuleIdx, PathIdx};
 use crate::ids::ModuleKind;
@@ -95,6 +97,9 @@ pub(super) struct Outside {
 /// of the event; a step measured after a rejection may run it, which the
 /// sampling rates count (`measure::measurement_costs`).
 pub(super) fn outside_producers(graph: &Graph, paths: &[PathIdx]) -> Vec<Outside> {
+    if paths.is_empty() {
+        return Vec::new();
+    }
     let runners = every_event(graph);
     let steps: Vec<&[ModuleIdx]> = paths.iter().map(|&p| &graph.paths[p].steps[..]).collect();
     producers_of(graph, &steps, true)
