@@ -119,14 +119,14 @@ impl OrderingPlanner {
             .map(|p| options.policy_of(p) != Policy::Fixed && (2..=64).contains(&p.steps.len()))
             .collect();
         // Only `adaptive` charges the producers its steps share.
-        let adaptive: Vec<&[ModuleIdx]> = graph
-            .paths
-            .iter()
-            .zip(&dynamic)
-            .filter(|(p, dy)| **dy && options.policy_of(p) == Policy::Adaptive)
-            .map(|(p, _)| p.steps.as_slice())
+        let adaptive: Vec<PathIdx> = (0..graph.paths.len())
+            .filter(|&p| dynamic[p] && options.policy_of(&graph.paths[p]) == Policy::Adaptive)
             .collect();
-        let mut shared_of = shared_producers(graph, &adaptive).into_iter();
+        let steps: Vec<&[ModuleIdx]> = adaptive
+            .iter()
+            .map(|&p| &graph.paths[p].steps[..])
+            .collect();
+        let mut shared_of = shared_producers(graph, &steps).into_iter();
         let mut outside_of = outside_producers(graph, &adaptive).into_iter();
         let paths = graph
             .paths
@@ -163,13 +163,18 @@ impl OrderingPlanner {
                         list
                     })
                     .collect();
-                let (shared, outside) = if policy == Policy::Adaptive {
-                    (
+                let (
+                    shared,
+                    Outside {
+                        counted: outside,
+                        always,
+                    },
+                ) = match policy {
+                    Policy::Adaptive => (
                         shared_of.next().unwrap_or_default(),
                         outside_of.next().unwrap_or_default(),
-                    )
-                } else {
-                    (Vec::new(), Vec::new())
+                    ),
+                    _ => (Vec::new(), Outside::default()),
                 };
                 for list in &attributed {
                     for &m in list {
@@ -236,6 +241,7 @@ impl OrderingPlanner {
                     shared,
                     outside_needed: Striped::new(outside.len() + 1),
                     outside,
+                    always_outside: always,
                 }))
             })
             .collect::<Vec<Slot>>();

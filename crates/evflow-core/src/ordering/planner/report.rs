@@ -39,7 +39,12 @@ impl OrderingPlanner {
                 format!("{} {}", self.labels[d.steps[i]], micros(st.costs[i]))
             })
             .collect();
-        let mut flow = flow.join(", ");
+        // The rejected timings are the steps': said before the producers.
+        let mut flow = format!(
+            "{} ({} timings rejected as descheduled)",
+            flow.join(", "),
+            st.rejected.iter().sum::<u64>()
+        );
         // The producers timed apart from the steps, with the steps needing
         // them.
         // Each with what it adds to its parenthesis (`notes[k]`, may be
@@ -84,6 +89,19 @@ impl OrderingPlanner {
             flow = format!(
                 "{flow}; producers also needed outside the path, charged to the first step that needs them where nothing outside ran them: {}",
                 listed(&d.outside, &costs, &shares)
+            );
+        }
+        if !d.always_outside.is_empty() {
+            // Not a share measured as 0% for lack of events without them:
+            // the graph says they run on every event, for something else.
+            let names: Vec<&str> = d
+                .always_outside
+                .iter()
+                .map(|&(m, _)| self.labels[m].as_str())
+                .collect();
+            flow = format!(
+                "{flow}; producers always run outside the path (on every event, by an end path without select_events or another path), charged to no step: {}",
+                elided(&names, ALWAYS_LISTED)
             );
         }
         let extra_list: Vec<String> = cur
@@ -147,7 +165,7 @@ impl OrderingPlanner {
             at_event: observed,
             order: cur.plan.order().map(|m| self.labels[m].clone()).collect(),
             reason: format!(
-                "in use at the end ({} policy{}): {} decisions, {} sampled events{}, {}; cost per step: {} ({} timings rejected as descheduled); sampling after a rejection: {}; steps run by sampled events beyond the plan after the first 2% of the events: [{}]; planner time {:.3} ms (statistics {:.3} ms, decisions {:.3} ms)",
+                "in use at the end ({} policy{}): {} decisions, {} sampled events{}, {}; cost per step: {}; sampling after a rejection: {}; steps run by sampled events beyond the plan after the first 2% of the events: [{}]; planner time {:.3} ms (statistics {:.3} ms, decisions {:.3} ms)",
                 d.policy,
                 match &st.imported {
                     Some(imp) => format!(
@@ -179,7 +197,6 @@ impl OrderingPlanner {
                     "weights from pass rates on the events reaching each step".to_string()
                 },
                 flow,
-                st.rejected.iter().sum::<u64>(),
                 rates,
                 extra_list.join(", "),
                 (hot + decide) * 1e3,
@@ -187,6 +204,18 @@ impl OrderingPlanner {
                 decide * 1e3
             ),
         }
+    }
+}
+
+/// How many producers always run outside a path its report names.
+const ALWAYS_LISTED: usize = 6;
+
+/// `names`, the first `max` of them and how many more.
+fn elided(names: &[&str], max: usize) -> String {
+    if names.len() <= max {
+        names.join(", ")
+    } else {
+        format!("{}, … {} more", names[..max].join(", "), names.len() - max)
     }
 }
 

@@ -55,10 +55,14 @@ pub(super) struct Dyn {
     /// and charged to the first of those steps in the order.
     pub(super) shared: Vec<(ModuleIdx, u64)>,
     /// The producers that steps need and something outside the path needs
-    /// too, with the steps (bit set of positions): timed on their own,
-    /// charged to no step in the search (they may have run for something
-    /// else), counted in what measuring their steps after a rejection costs.
+    /// too on some events, with the steps (bit set of positions): timed on
+    /// their own, charged to the first step needing them on the share of
+    /// the events on which nothing outside ran them (`super::outside`).
     pub(super) outside: Vec<(ModuleIdx, u64)>,
+    /// Those that something outside the path runs on every event (an
+    /// end-path module without `select_events`, another path's first
+    /// steps): charged to no step, listed in the report only.
+    pub(super) always_outside: Vec<(ModuleIdx, u64)>,
     /// Per producer of `outside`: events on which a step of the path that
     /// needs it ran; last: the events observed (one at a time).
     pub(super) outside_needed: Striped,
