@@ -29,6 +29,7 @@ from ..remote import RemoteNotice
 from ..remote._distributed import merge_remote, shared_cluster_remotes
 from ..remote._distributed import notice as remote_notice
 from ._stop import Interrupts, chunk_error, task_exception, task_failure
+from ._watch import completed
 from .bad_files import FileFeed, FileMerger, as_given
 from .chunks import (
     Chunk,
@@ -69,6 +70,13 @@ def _probe() -> str:
     import evflow
 
     return evflow.__version__
+
+
+def _waiting(futures: dict[Any, Chunk]) -> str:
+    chunks = sorted(futures.values(), key=lambda ch: ch.index)
+    return (chunks[0].describe() if chunks else "no chunk") + (
+        f" and {len(chunks) - 1} more" if len(chunks) > 1 else ""
+    )
 
 
 def _is_process(obj: Any) -> bool:
@@ -267,6 +275,8 @@ def run(
 
     t0 = time.perf_counter()
     with _connect(client, processes) as c:
+        from distributed import as_completed  # after _connect: it says when Dask is missing
+
         workers, slots = _check_workers(c)
         timing = {"connect_s": time.perf_counter() - t0}
         # Remote producers whose requests would queue behind the chunks: local in the chunks.
@@ -284,7 +294,11 @@ def run(
             def mapper(paths: list[str]) -> list[FileMeta]:
                 read = partial(read_meta, source, columns=plan.branches)
                 keys = [f"evflow-meta-{job}-{i}" for i in range(len(paths))]
-                return list(c.gather(c.map(read, paths, key=keys, pure=False)))
+                futs = c.map(read, paths, key=keys, pure=False)
+                # Not a bare gather: a cluster left without a worker is an error, not a wait.
+                what = f"reading the metadata of {len(paths)} file(s)"
+                got = dict(completed(as_completed(futs, with_results=True), c, lambda: (what, futs)))
+                return [got[f] for f in futs]
 
             metas = gather_meta(source, plan.branches, mapper)
             for m in metas:
@@ -353,8 +367,6 @@ def run(
             payload_future = c.submit(_payload_task, payload, key=f"evflow-analysis-{job}", pure=False)
             c.replicate([payload_future])  # on every worker: the chunks follow no single one
             payload_arg = payload_future
-        from distributed import as_completed
-
         # Results are fetched in the background as chunks finish (batched),
         # not one round trip per chunk.
         running = as_completed(with_results=True, raise_errors=False)
@@ -399,7 +411,7 @@ def run(
                 dispatch()
                 while True:
                     try:
-                        for fut, r in running:
+                        for fut, r in completed(running, c, lambda: (_waiting(futures), list(futures))):
                             ch = futures.pop(fut)
                             fut.release()
                             r = task_exception(r)
