@@ -77,3 +77,35 @@ def test_metadata_reads_left_with_no_worker_are_a_clear_error(
             ef.JobError, match=r"reading the metadata of 1 file\(s\) waited \d+ s with no Dask"
         ):
             proc.run(client=c)
+
+
+def test_only_a_local_cluster_bounds_the_wait_unless_the_setting_says() -> None:
+    """A batch system's workers may wait in its queue for long: runs on
+    clusters other than a LocalCluster wait for them, unless the Dask
+    setting ``evflow.no-worker-timeout`` bounds the wait."""
+    import dask
+
+    cluster = distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None, silence_logs=50
+    )
+    with cluster, distributed.Client(cluster) as local:
+        assert _watch.no_worker_timeout(local) == _watch.NO_WORKER_TIMEOUT_S
+        with distributed.Client(cluster.scheduler_address) as by_address:
+            assert _watch.no_worker_timeout(by_address) is None
+            with dask.config.set({"evflow.no-worker-timeout": "30 minutes"}):
+                assert _watch.no_worker_timeout(by_address) == 1800.0
+                assert _watch.no_worker_timeout(local) == 1800.0
+            with dask.config.set({"evflow.no-worker-timeout": "never"}):
+                assert _watch.no_worker_timeout(local) is None
+            with (
+                dask.config.set({"evflow.no-worker-timeout": "soon"}),
+                pytest.raises(ef.ConfigurationError, match=r"evflow.no-worker-timeout .* not 'soon'"),
+            ):
+                _watch.no_worker_timeout(local)
+
+
+def test_the_module_examples_hold() -> None:
+    import doctest
+
+    failures, tried = doctest.testmod(_watch, verbose=False)[:2]
+    assert tried >= 4 and failures == 0
