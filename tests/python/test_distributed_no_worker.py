@@ -5,6 +5,7 @@ pending silently)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,57 +27,52 @@ def _without_workers(cluster: Any, client: Any) -> None:
         time.sleep(0.05)
 
 
-def test_chunks_left_with_no_worker_are_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_watch, "NO_WORKER_TIMEOUT_S", 1.0)
-    monkeypatch.setattr(_watch, "CHECK_INTERVAL_S", 0.1)
+def _one_cut(source: Any) -> ef.Process:
     proc = ef.Process("alone")
-    proc.source = ef.source.synthetic(3_000, step_size=1_000)
+    proc.source = source
 
     @proc.filter(consumes=["nMuon"])
     def sel(ev: ef.Events) -> Any:
         return ev.nMuon >= 1
 
     proc.path("p", [sel])
+    return proc
+
+
+@pytest.fixture
+def client_without_workers(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A client of a LocalCluster left with no worker, its wait bounded at 1 s."""
+    monkeypatch.setattr(_watch, "NO_WORKER_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(_watch, "CHECK_INTERVAL_S", 0.1)
     cluster = distributed.LocalCluster(
         n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None, silence_logs=50
     )
     with cluster, distributed.Client(cluster) as c:
         _without_workers(cluster, c)
-        t0 = time.monotonic()
-        with pytest.raises(ef.JobError, match=r"no Dask worker connected to the scheduler") as info:
-            proc.run(client=c, chunk_size=1_000)
-        assert time.monotonic() - t0 < 20, "the error comes within the bound, not after a long wait"
+        yield c
+
+
+def test_chunks_left_with_no_worker_are_a_clear_error(client_without_workers: Any) -> None:
+    proc = _one_cut(ef.source.synthetic(3_000, step_size=1_000))
+    t0 = time.monotonic()
+    with pytest.raises(ef.JobError, match=r"no Dask worker connected to the scheduler") as info:
+        proc.run(client=client_without_workers, chunk_size=1_000)
+    assert time.monotonic() - t0 < 20, "the error comes within the bound, not after a long wait"
     # The waiting chunks are named, and what Dask said of their tasks.
     assert "chunk 0 (" in str(info.value) and "1 more" in str(info.value), info.value
     assert "(its tasks: 2 pending)" in str(info.value), info.value
 
 
 def test_metadata_reads_left_with_no_worker_are_a_clear_error(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+    client_without_workers: Any, tmp_path: Any
 ) -> None:
     import awkward as ak
 
-    monkeypatch.setattr(_watch, "NO_WORKER_TIMEOUT_S", 1.0)
-    monkeypatch.setattr(_watch, "CHECK_INTERVAL_S", 0.1)
     path = tmp_path / "events.parquet"
     ak.to_parquet(ak.Array({"nMuon": [1, 2, 0]}), path)
-    proc = ef.Process("alone")
-    proc.source = ef.source.parquet([str(path)])
-
-    @proc.filter(consumes=["nMuon"])
-    def sel(ev: ef.Events) -> Any:
-        return ev.nMuon >= 1
-
-    proc.path("p", [sel])
-    cluster = distributed.LocalCluster(
-        n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None, silence_logs=50
-    )
-    with cluster, distributed.Client(cluster) as c:
-        _without_workers(cluster, c)
-        with pytest.raises(
-            ef.JobError, match=r"reading the metadata of 1 file\(s\) waited \d+ s with no Dask"
-        ):
-            proc.run(client=c)
+    proc = _one_cut(ef.source.parquet([str(path)]))
+    with pytest.raises(ef.JobError, match=r"reading the metadata of 1 file\(s\) waited \d+ s with no Dask"):
+        proc.run(client=client_without_workers)
 
 
 def test_only_a_local_cluster_bounds_the_wait_unless_the_setting_says() -> None:
