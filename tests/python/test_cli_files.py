@@ -5,6 +5,7 @@ errors."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -99,8 +100,10 @@ def test_a_report_into_a_pipe_is_written_into_it(analysis: Path, tmp_path: Path)
         assert main(["run", str(analysis), "-q", "--report", str(fifo)]) == 0
     finally:
         if reader.is_alive():  # the run failed before opening it: let the reader end
-            with open(fifo, "w"):
-                pass
+            # Without blocking: the reader may have just read the report and
+            # be ending, and a blocking open would then wait for ever.
+            with contextlib.suppress(OSError):  # no reader waits on the pipe
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
         reader.join(timeout=10)
     assert fifo.is_fifo(), "the pipe is not replaced by a regular file"
     assert json.loads(got[0])["events_processed"] == 400
